@@ -1,0 +1,123 @@
+/* common.c — errors, the allocation wrapper and the bounded buffer. */
+#include "common.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+
+static long alloc_budget = -1; /* test hook only; see header */
+
+const char *lw_core_version(void) { return LW_CORE_VERSION_STRING; }
+
+const char *lw_strerror(lw_status status) {
+    switch (status) {
+    case LW_OK: return "success";
+    case LW_ERR_USAGE: return "invalid argument";
+    case LW_ERR_IO: return "I/O error";
+    case LW_ERR_FORMAT: return "corrupt, truncated or unsupported input";
+    case LW_ERR_NOMEM: return "out of memory";
+    case LW_ERR_LIMIT: return "a configured limit was exceeded";
+    case LW_ERR_NOT_FOUND: return "not found";
+    }
+    return "unknown error";
+}
+
+lw_status lw__fail(lw_error *err, lw_status status, const char *fmt, ...) {
+    if (err) {
+        va_list ap;
+        va_start(ap, fmt);
+        err->status = status;
+        vsnprintf(err->message, sizeof err->message, fmt, ap);
+        va_end(ap);
+    }
+    return status;
+}
+
+static int alloc_allowed(void) {
+    if (alloc_budget < 0) return 1;
+    if (alloc_budget == 0) return 0;
+    alloc_budget--;
+    return 1;
+}
+
+void lw__alloc_fail_after(long n) { alloc_budget = n; }
+
+void *lw__malloc(size_t n) { return alloc_allowed() ? malloc(n ? n : 1) : NULL; }
+void *lw__calloc(size_t count, size_t size) { return alloc_allowed() ? calloc(count ? count : 1, size ? size : 1) : NULL; }
+void *lw__realloc(void *p, size_t n) { return alloc_allowed() ? realloc(p, n ? n : 1) : NULL; }
+void lw__free(void *p) { free(p); }
+
+char *lw__strndup(const char *s, size_t n) {
+    char *d = lw__malloc(n + 1);
+    if (!d) return NULL;
+    memcpy(d, s, n);
+    d[n] = 0;
+    return d;
+}
+
+char *lw__strdup(const char *s) { return s ? lw__strndup(s, strlen(s)) : NULL; }
+
+void lw__buf_append(lw__buf *b, const void *data, size_t len) {
+    if (b->failed) return;
+    size_t max = b->max ? b->max : SIZE_MAX;
+    if (len > max - b->size || b->size + len == SIZE_MAX) { b->failed = 1; return; }
+    if (b->size + len + 1 > b->capacity) {
+        size_t cap = b->capacity ? b->capacity : 256;
+        while (cap < b->size + len + 1) cap = cap > SIZE_MAX / 2 ? SIZE_MAX : cap * 2;
+        char *p = lw__realloc(b->data, cap);
+        if (!p) { b->failed = 1; return; }
+        b->data = p;
+        b->capacity = cap;
+    }
+    memcpy(b->data + b->size, data, len);
+    b->size += len;
+    b->data[b->size] = 0;
+}
+
+void lw__buf_puts(lw__buf *b, const char *s) { lw__buf_append(b, s, strlen(s)); }
+
+void lw__buf_printf(lw__buf *b, const char *fmt, ...) {
+    char small[512];
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(small, sizeof small, fmt, ap);
+    va_end(ap);
+    if (n < 0) { b->failed = 1; return; }
+    if ((size_t)n < sizeof small) { lw__buf_append(b, small, (size_t)n); return; }
+    char *big = lw__malloc((size_t)n + 1);
+    if (!big) { b->failed = 1; return; }
+    va_start(ap, fmt);
+    vsnprintf(big, (size_t)n + 1, fmt, ap);
+    va_end(ap);
+    lw__buf_append(b, big, (size_t)n);
+    lw__free(big);
+}
+
+char *lw__buf_take(lw__buf *b) {
+    if (b->failed) { lw__buf_free(b); return NULL; }
+    if (!b->data) lw__buf_append(b, "", 0);
+    if (b->failed) { lw__buf_free(b); return NULL; }
+    char *d = b->data;
+    b->data = NULL;
+    b->size = b->capacity = 0;
+    return d;
+}
+
+void lw__buf_free(lw__buf *b) {
+    lw__free(b->data);
+    b->data = NULL;
+    b->size = b->capacity = 0;
+}
+
+const char *lw__type_name(unsigned t) {
+    switch (t) {
+    case LW_T_BOOLEAN: return "boolean";
+    case LW_T_CHAR: return "char";
+    case LW_T_FLOAT: return "float";
+    case LW_T_DOUBLE: return "double";
+    case LW_T_BYTE: return "byte";
+    case LW_T_SHORT: return "short";
+    case LW_T_INT: return "int";
+    case LW_T_LONG: return "long";
+    default: return NULL;
+    }
+}

@@ -1,0 +1,95 @@
+/* common.h — helpers every libleakcore file uses: errors, big-endian access, checked sizes. */
+#ifndef LW_COMMON_H
+#define LW_COMMON_H
+
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "leakcore.h"
+
+/* Fills `err` (may be NULL) and returns `status`. printf-style message. */
+lw_status lw__fail(lw_error *err, lw_status status, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* Allocation goes through these so tests can make them fail (see lw__alloc_fail_after). */
+void *lw__malloc(size_t n);
+void *lw__calloc(size_t count, size_t size);
+void *lw__realloc(void *p, size_t n);
+char *lw__strdup(const char *s);
+char *lw__strndup(const char *s, size_t n);
+void lw__free(void *p);
+/* Test hook: the next `n` allocations succeed, then every one fails; -1 disables. Not
+ * thread-safe; for unit tests only. */
+void lw__alloc_fail_after(long n);
+
+/* A growable byte buffer with a hard maximum (0 = SIZE_MAX). */
+typedef struct lw__buf {
+    char *data;
+    size_t size;
+    size_t capacity;
+    size_t max;
+    int failed; /* an append failed: out of memory or over max */
+} lw__buf;
+
+void lw__buf_append(lw__buf *b, const void *data, size_t len);
+void lw__buf_puts(lw__buf *b, const char *s);
+void lw__buf_printf(lw__buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Returns the NUL-terminated contents (ownership to the caller) or NULL if anything failed. */
+char *lw__buf_take(lw__buf *b);
+void lw__buf_free(lw__buf *b);
+
+static inline uint16_t lw__be16(const uint8_t *p) { return (uint16_t)((p[0] << 8) | p[1]); }
+static inline uint32_t lw__be32(const uint8_t *p) {
+    return ((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) | ((uint32_t)p[2] << 8) | p[3];
+}
+static inline uint64_t lw__be64(const uint8_t *p) { return ((uint64_t)lw__be32(p) << 32) | lw__be32(p + 4); }
+static inline uint64_t lw__be_id(const uint8_t *p, unsigned id_size) {
+    return id_size == 4 ? lw__be32(p) : lw__be64(p);
+}
+static inline void lw__put_be16(uint8_t *p, uint16_t v) { p[0] = (uint8_t)(v >> 8); p[1] = (uint8_t)v; }
+static inline void lw__put_be32(uint8_t *p, uint32_t v) {
+    p[0] = (uint8_t)(v >> 24); p[1] = (uint8_t)(v >> 16); p[2] = (uint8_t)(v >> 8); p[3] = (uint8_t)v;
+}
+static inline void lw__put_be64(uint8_t *p, uint64_t v) {
+    lw__put_be32(p, (uint32_t)(v >> 32));
+    lw__put_be32(p + 4, (uint32_t)v);
+}
+static inline void lw__put_be_id(uint8_t *p, uint64_t id, unsigned id_size) {
+    if (id_size == 4) lw__put_be32(p, (uint32_t)id); else lw__put_be64(p, id);
+}
+
+/* Overflow-checked arithmetic: return 1 on overflow. */
+static inline int lw__add_overflow(uint64_t a, uint64_t b, uint64_t *out) { return __builtin_add_overflow(a, b, out); }
+static inline int lw__mul_overflow(uint64_t a, uint64_t b, uint64_t *out) { return __builtin_mul_overflow(a, b, out); }
+
+/* HPROF basic types. */
+enum {
+    LW_T_OBJECT = 2,
+    LW_T_BOOLEAN = 4,
+    LW_T_CHAR = 5,
+    LW_T_FLOAT = 6,
+    LW_T_DOUBLE = 7,
+    LW_T_BYTE = 8,
+    LW_T_SHORT = 9,
+    LW_T_INT = 10,
+    LW_T_LONG = 11,
+};
+
+/* Size in bytes of a value of basic type `t` (object = id_size); 0 for an invalid type. */
+static inline unsigned lw__type_size(unsigned t, unsigned id_size) {
+    switch (t) {
+    case LW_T_OBJECT: return id_size;
+    case LW_T_BOOLEAN: case LW_T_BYTE: return 1;
+    case LW_T_CHAR: case LW_T_SHORT: return 2;
+    case LW_T_FLOAT: case LW_T_INT: return 4;
+    case LW_T_DOUBLE: case LW_T_LONG: return 8;
+    default: return 0;
+    }
+}
+
+/* Java name of a primitive type ("int"), NULL for others. */
+const char *lw__type_name(unsigned t);
+
+#endif

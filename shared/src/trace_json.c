@@ -1,0 +1,333 @@
+/* trace_json.c — the trace JSON, format 1 (docs/trace-json.md): encode, and decode
+ * untrusted input with a cap on every size. */
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "common.h"
+#include "trace_builder.h"
+
+static const char *leaking_word(lw_leaking l) { return l == LW_LEAKING_YES ? "YES" : l == LW_LEAKING_NO ? "NO" : "UNKNOWN"; }
+static const char *kind_word(lw_object_kind k) { return k == LW_OBJECT_CLASS ? "class" : k == LW_OBJECT_ARRAY ? "array" : "instance"; }
+static const char *ref_word(lw_ref_kind k) {
+    switch (k) {
+    case LW_REF_STATIC_FIELD: return "static_field";
+    case LW_REF_ARRAY_ELEMENT: return "array_element";
+    case LW_REF_LOCAL: return "local";
+    default: return "instance_field";
+    }
+}
+
+static json_t *str_or_null(const char *s) { return s ? json_string(s) : json_null(); }
+
+static json_t *element_json(const lw_trace_element *e, int last) {
+    json_t *o = json_object();
+    json_object_set_new(o, "class", json_string(e->class_name ? e->class_name : ""));
+    json_object_set_new(o, "object_kind", json_string(kind_word(e->object_kind)));
+    json_object_set_new(o, "leaking", json_string(leaking_word(e->leaking)));
+    json_object_set_new(o, "reason", json_string(e->reason ? e->reason : ""));
+    if (e->label_count) {
+        json_t *a = json_array();
+        for (size_t i = 0; i < e->label_count; i++) json_array_append_new(a, json_string(e->labels[i]));
+        json_object_set_new(o, "labels", a);
+    }
+    if (!last && e->has_reference) {
+        json_t *r = json_object();
+        json_object_set_new(r, "kind", json_string(ref_word(e->ref_kind)));
+        if (e->ref_kind == LW_REF_ARRAY_ELEMENT) json_object_set_new(r, "index", json_integer((json_int_t)e->ref_index));
+        else json_object_set_new(r, "name", json_string(e->ref_name ? e->ref_name : ""));
+        json_object_set_new(r, "suspect", json_boolean(e->suspect));
+        json_object_set_new(o, "reference", r);
+    }
+    if (last) {
+        if (e->key) json_object_set_new(o, "key", json_string(e->key));
+        if (e->description) json_object_set_new(o, "description", json_string(e->description));
+        if (e->watch_ms >= 0) json_object_set_new(o, "watch_ms", json_integer(e->watch_ms));
+        if (e->retained_ms >= 0) json_object_set_new(o, "retained_ms", json_integer(e->retained_ms));
+        if (e->retained_bytes >= 0) json_object_set_new(o, "retained_bytes", json_integer(e->retained_bytes));
+        if (e->retained_objects >= 0) json_object_set_new(o, "retained_objects", json_integer(e->retained_objects));
+    }
+    return o;
+}
+
+char *lw_leak_report_to_json(const lw_leak_report *r, int pretty) {
+    if (!r) return NULL;
+    json_t *root = json_object();
+    json_object_set_new(root, "format", json_integer(r->format ? r->format : 1));
+    json_t *an = json_object();
+    json_object_set_new(an, "name", json_string(r->analyzer_name ? r->analyzer_name : "leakwatch"));
+    json_object_set_new(an, "version", json_string(r->analyzer_version ? r->analyzer_version : LW_CORE_VERSION_STRING));
+    json_object_set_new(root, "analyzer", an);
+    if (r->hprof_version) {
+        json_t *h = json_object();
+        json_object_set_new(h, "hprof_version", json_string(r->hprof_version));
+        json_object_set_new(h, "id_size", json_integer(r->id_size));
+        json_object_set_new(h, "objects", json_integer((json_int_t)r->objects));
+        json_object_set_new(h, "bytes", json_integer((json_int_t)r->bytes));
+        json_object_set_new(root, "heap", h);
+    }
+    json_t *d = json_object();
+    if (r->index_ms >= 0) json_object_set_new(d, "index", json_integer(r->index_ms));
+    if (r->paths_ms >= 0) json_object_set_new(d, "paths", json_integer(r->paths_ms));
+    if (r->retained_ms >= 0) json_object_set_new(d, "retained", json_integer(r->retained_ms));
+    json_object_set_new(root, "duration_ms", d);
+    json_t *leaks = json_array();
+    for (size_t i = 0; i < r->leak_count; i++) {
+        const lw_leak *l = &r->leaks[i];
+        json_t *lo = json_object();
+        json_object_set_new(lo, "signature", json_string(l->signature));
+        json_object_set_new(lo, "kind", json_string(l->library ? "library" : "application"));
+        json_object_set_new(lo, "short_description", json_string(l->short_description ? l->short_description : ""));
+        json_object_set_new(lo, "library_pattern", str_or_null(l->library_pattern));
+        if (l->library_description) json_object_set_new(lo, "library_description", json_string(l->library_description));
+        json_object_set_new(lo, "count", json_integer((json_int_t)l->count));
+        json_t *traces = json_array();
+        for (size_t j = 0; j < l->trace_count; j++) {
+            const lw_trace *t = &l->traces[j];
+            json_t *to = json_object();
+            json_object_set_new(to, "gc_root", json_string(t->gc_root ? t->gc_root : "UNKNOWN"));
+            json_t *els = json_array();
+            for (size_t k = 0; k < t->element_count; k++)
+                json_array_append_new(els, element_json(&t->elements[k], k + 1 == t->element_count));
+            json_object_set_new(to, "elements", els);
+            json_array_append_new(traces, to);
+        }
+        json_object_set_new(lo, "traces", traces);
+        json_array_append_new(leaks, lo);
+    }
+    json_object_set_new(root, "leaks", leaks);
+    char *s = json_dumps(root, (pretty ? JSON_INDENT(2) : JSON_COMPACT) | JSON_PRESERVE_ORDER | JSON_ENSURE_ASCII * 0);
+    json_decref(root);
+    if (!s) return NULL;
+    /* jansson allocates with malloc; hand back memory the caller frees with free(). */
+    return s;
+}
+
+/* ---- decoding ------------------------------------------------------------------------------ */
+
+typedef struct {
+    lw_json_limits lim;
+    lw_error *err;
+} dec;
+
+static lw_status bad(dec *d, const char *fmt, const char *what) {
+    return lw__fail(d->err, LW_ERR_FORMAT, fmt, what);
+}
+
+static lw_status get_string(dec *d, json_t *obj, const char *key, int required, char **out, const char *where) {
+    json_t *v = json_object_get(obj, key);
+    *out = NULL;
+    if (!v || json_is_null(v)) {
+        if (required) return lw__fail(d->err, LW_ERR_FORMAT, "%s: missing string \"%s\"", where, key);
+        return LW_OK;
+    }
+    if (!json_is_string(v)) return lw__fail(d->err, LW_ERR_FORMAT, "%s: \"%s\" must be a string", where, key);
+    size_t n = json_string_length(v);
+    if (n > d->lim.max_string)
+        return lw__fail(d->err, LW_ERR_LIMIT, "%s: \"%s\" is %zu bytes, over the %zu-byte limit", where, key, n, d->lim.max_string);
+    if (memchr(json_string_value(v), 0, n)) return lw__fail(d->err, LW_ERR_FORMAT, "%s: \"%s\" contains a NUL byte", where, key);
+    *out = lw__strndup(json_string_value(v), n);
+    return *out ? LW_OK : lw__fail(d->err, LW_ERR_NOMEM, "out of memory");
+}
+
+static lw_status get_int(dec *d, json_t *obj, const char *key, int64_t *out, int64_t dflt, int64_t min, const char *where) {
+    json_t *v = json_object_get(obj, key);
+    if (!v || json_is_null(v)) {
+        *out = dflt;
+        return LW_OK;
+    }
+    if (!json_is_integer(v)) return lw__fail(d->err, LW_ERR_FORMAT, "%s: \"%s\" must be an integer", where, key);
+    *out = json_integer_value(v);
+    if (*out < min) return lw__fail(d->err, LW_ERR_FORMAT, "%s: \"%s\" must be at least %lld", where, key, (long long)min);
+    return LW_OK;
+}
+
+static int word_index(const char *s, const char *const *words, int n) {
+    for (int i = 0; s && i < n; i++)
+        if (strcmp(s, words[i]) == 0) return i;
+    return -1;
+}
+
+static lw_status decode_element(dec *d, json_t *jo, lw_trace_element *e, int last, const char *where) {
+    static const char *const kinds[] = {"instance", "class", "array"};
+    static const char *const leak_words[] = {"UNKNOWN", "NO", "YES"};
+    static const char *const refs[] = {"instance_field", "static_field", "array_element", "local"};
+    lw_status st;
+    char *tmp = NULL;
+    e->watch_ms = e->retained_ms = e->retained_bytes = e->retained_objects = -1;
+    if (!json_is_object(jo)) return bad(d, "%s: an element must be an object", where);
+    if ((st = get_string(d, jo, "class", 1, &e->class_name, where)) != LW_OK) return st;
+    if (!e->class_name[0]) return bad(d, "%s: empty class name", where);
+    if ((st = get_string(d, jo, "object_kind", 1, &tmp, where)) != LW_OK) return st;
+    int k = word_index(tmp, kinds, 3);
+    lw__free(tmp);
+    if (k < 0) return bad(d, "%s: object_kind must be instance, class or array", where);
+    e->object_kind = (lw_object_kind)k;
+    if ((st = get_string(d, jo, "leaking", 1, &tmp, where)) != LW_OK) return st;
+    k = word_index(tmp, leak_words, 3);
+    lw__free(tmp);
+    if (k < 0) return bad(d, "%s: leaking must be YES, NO or UNKNOWN", where);
+    e->leaking = (lw_leaking)k;
+    if ((st = get_string(d, jo, "reason", 0, &e->reason, where)) != LW_OK) return st;
+    if (!e->reason && !(e->reason = lw__strdup(""))) return lw__fail(d->err, LW_ERR_NOMEM, "out of memory");
+    json_t *labels = json_object_get(jo, "labels");
+    if (labels && !json_is_null(labels)) {
+        if (!json_is_array(labels) || json_array_size(labels) > 64) return bad(d, "%s: labels must be an array of at most 64 strings", where);
+        e->labels = lw__calloc(json_array_size(labels) + 1, sizeof *e->labels);
+        if (!e->labels) return lw__fail(d->err, LW_ERR_NOMEM, "out of memory");
+        for (size_t i = 0; i < json_array_size(labels); i++) {
+            json_t *l = json_array_get(labels, i);
+            if (!json_is_string(l) || json_string_length(l) > d->lim.max_string) return bad(d, "%s: a label must be a short string", where);
+            e->labels[e->label_count] = lw__strndup(json_string_value(l), json_string_length(l));
+            if (!e->labels[e->label_count++]) return lw__fail(d->err, LW_ERR_NOMEM, "out of memory");
+        }
+    }
+    json_t *ref = json_object_get(jo, "reference");
+    if (last) {
+        if (ref && !json_is_null(ref)) return bad(d, "%s: the last element (the leaking object) has no reference", where);
+        if ((st = get_string(d, jo, "key", 0, &e->key, where)) != LW_OK) return st;
+        if ((st = get_string(d, jo, "description", 0, &e->description, where)) != LW_OK) return st;
+        if ((st = get_int(d, jo, "watch_ms", &e->watch_ms, -1, -1, where)) != LW_OK) return st;
+        if ((st = get_int(d, jo, "retained_ms", &e->retained_ms, -1, -1, where)) != LW_OK) return st;
+        if ((st = get_int(d, jo, "retained_bytes", &e->retained_bytes, -1, -1, where)) != LW_OK) return st;
+        if ((st = get_int(d, jo, "retained_objects", &e->retained_objects, -1, -1, where)) != LW_OK) return st;
+        return LW_OK;
+    }
+    if (!json_is_object(ref)) return bad(d, "%s: every element but the last needs a reference object", where);
+    e->has_reference = 1;
+    if ((st = get_string(d, ref, "kind", 1, &tmp, where)) != LW_OK) return st;
+    k = word_index(tmp, refs, 4);
+    lw__free(tmp);
+    if (k < 0) return bad(d, "%s: reference kind must be instance_field, static_field, array_element or local", where);
+    e->ref_kind = (lw_ref_kind)k;
+    if (e->ref_kind == LW_REF_ARRAY_ELEMENT) {
+        int64_t idx;
+        if (!json_object_get(ref, "index")) return bad(d, "%s: an array_element reference needs an index", where);
+        if ((st = get_int(d, ref, "index", &idx, 0, 0, where)) != LW_OK) return st;
+        e->ref_index = (uint64_t)idx;
+    } else {
+        if ((st = get_string(d, ref, "name", 1, &e->ref_name, where)) != LW_OK) return st;
+    }
+    json_t *s = json_object_get(ref, "suspect");
+    if (s && !json_is_boolean(s)) return bad(d, "%s: suspect must be true or false", where);
+    e->suspect = s ? json_is_true(s) : 0;
+    return LW_OK;
+}
+
+static lw_status decode(dec *d, json_t *root, lw_leak_report *r) {
+    lw_status st;
+    char where[96];
+    if (!json_is_object(root)) return bad(d, "%s", "the document must be a JSON object");
+    int64_t format;
+    if ((st = get_int(d, root, "format", &format, -1, -1, "document")) != LW_OK) return st;
+    if (format != 1) return lw__fail(d->err, LW_ERR_FORMAT, "document: unsupported format %lld (this reader knows format 1)", (long long)format);
+    r->format = 1;
+    json_t *an = json_object_get(root, "analyzer");
+    if (an && json_is_object(an)) {
+        if ((st = get_string(d, an, "name", 0, &r->analyzer_name, "analyzer")) != LW_OK) return st;
+        if ((st = get_string(d, an, "version", 0, &r->analyzer_version, "analyzer")) != LW_OK) return st;
+    }
+    json_t *h = json_object_get(root, "heap");
+    if (h && json_is_object(h)) {
+        int64_t v;
+        if ((st = get_string(d, h, "hprof_version", 0, &r->hprof_version, "heap")) != LW_OK) return st;
+        if ((st = get_int(d, h, "id_size", &v, 0, 0, "heap")) != LW_OK) return st;
+        r->id_size = (unsigned)(v > 8 ? 0 : v);
+        if ((st = get_int(d, h, "objects", &v, 0, 0, "heap")) != LW_OK) return st;
+        r->objects = (uint64_t)v;
+        if ((st = get_int(d, h, "bytes", &v, 0, 0, "heap")) != LW_OK) return st;
+        r->bytes = (uint64_t)v;
+    }
+    r->index_ms = r->paths_ms = r->retained_ms = -1;
+    json_t *dur = json_object_get(root, "duration_ms");
+    if (dur && json_is_object(dur)) {
+        if ((st = get_int(d, dur, "index", &r->index_ms, -1, -1, "duration_ms")) != LW_OK) return st;
+        if ((st = get_int(d, dur, "paths", &r->paths_ms, -1, -1, "duration_ms")) != LW_OK) return st;
+        if ((st = get_int(d, dur, "retained", &r->retained_ms, -1, -1, "duration_ms")) != LW_OK) return st;
+    }
+    json_t *leaks = json_object_get(root, "leaks");
+    if (!json_is_array(leaks)) return bad(d, "%s", "document: \"leaks\" must be an array");
+    size_t nl = json_array_size(leaks);
+    if (nl > d->lim.max_leaks) return lw__fail(d->err, LW_ERR_LIMIT, "document: %zu leaks, over the limit of %zu", nl, d->lim.max_leaks);
+    r->leaks = lw__calloc(nl + 1, sizeof *r->leaks);
+    if (!r->leaks) return lw__fail(d->err, LW_ERR_NOMEM, "out of memory");
+    for (size_t i = 0; i < nl; i++) {
+        json_t *lo = json_array_get(leaks, i);
+        lw_leak *l = &r->leaks[r->leak_count++];
+        snprintf(where, sizeof where, "leaks[%zu]", i);
+        if (!json_is_object(lo)) return bad(d, "%s: must be an object", where);
+        char *tmp = NULL;
+        if ((st = get_string(d, lo, "signature", 0, &tmp, where)) != LW_OK) return st;
+        if (tmp) snprintf(l->signature, sizeof l->signature, "%.40s", tmp);
+        lw__free(tmp);
+        if ((st = get_string(d, lo, "kind", 0, &tmp, where)) != LW_OK) return st;
+        if (tmp && strcmp(tmp, "application") != 0 && strcmp(tmp, "library") != 0) {
+            lw__free(tmp);
+            return bad(d, "%s: kind must be application or library", where);
+        }
+        l->library = tmp && strcmp(tmp, "library") == 0;
+        lw__free(tmp);
+        if ((st = get_string(d, lo, "short_description", 0, &l->short_description, where)) != LW_OK) return st;
+        if ((st = get_string(d, lo, "library_pattern", 0, &l->library_pattern, where)) != LW_OK) return st;
+        if ((st = get_string(d, lo, "library_description", 0, &l->library_description, where)) != LW_OK) return st;
+        if (l->library && !l->library_pattern) return bad(d, "%s: a library leak needs its library_pattern", where);
+        int64_t count;
+        if ((st = get_int(d, lo, "count", &count, 1, 1, where)) != LW_OK) return st;
+        l->count = (uint64_t)count;
+        json_t *traces = json_object_get(lo, "traces");
+        if (!json_is_array(traces) || json_array_size(traces) == 0) return bad(d, "%s: \"traces\" must be a non-empty array", where);
+        size_t nt = json_array_size(traces);
+        if (nt > d->lim.max_traces) return lw__fail(d->err, LW_ERR_LIMIT, "%s: %zu traces, over the limit of %zu", where, nt, d->lim.max_traces);
+        l->traces = lw__calloc(nt, sizeof *l->traces);
+        if (!l->traces) return lw__fail(d->err, LW_ERR_NOMEM, "out of memory");
+        for (size_t j = 0; j < nt; j++) {
+            json_t *to = json_array_get(traces, j);
+            lw_trace *t = &l->traces[l->trace_count++];
+            snprintf(where, sizeof where, "leaks[%zu].traces[%zu]", i, j);
+            if (!json_is_object(to)) return bad(d, "%s: must be an object", where);
+            if ((st = get_string(d, to, "gc_root", 1, &t->gc_root, where)) != LW_OK) return st;
+            json_t *els = json_object_get(to, "elements");
+            if (!json_is_array(els) || json_array_size(els) == 0) return bad(d, "%s: \"elements\" must be a non-empty array", where);
+            size_t ne = json_array_size(els);
+            if (ne > d->lim.max_elements)
+                return lw__fail(d->err, LW_ERR_LIMIT, "%s: %zu elements, over the limit of %zu", where, ne, d->lim.max_elements);
+            t->elements = lw__calloc(ne, sizeof *t->elements);
+            if (!t->elements) return lw__fail(d->err, LW_ERR_NOMEM, "out of memory");
+            for (size_t k = 0; k < ne; k++) {
+                t->element_count++;
+                snprintf(where, sizeof where, "leaks[%zu].traces[%zu].elements[%zu]", i, j, k);
+                if ((st = decode_element(d, json_array_get(els, k), &t->elements[k], k + 1 == ne, where)) != LW_OK) return st;
+            }
+        }
+    }
+    return LW_OK;
+}
+
+lw_status lw_leak_report_from_json(const char *text, size_t len, const lw_json_limits *limits, lw_leak_report **out,
+                                   lw_error *err) {
+    if (!text || !out) return lw__fail(err, LW_ERR_USAGE, "lw_leak_report_from_json: missing argument");
+    *out = NULL;
+    dec d = {.err = err};
+    if (limits) d.lim = *limits;
+    if (!d.lim.max_bytes) d.lim.max_bytes = 16u << 20;
+    if (!d.lim.max_leaks) d.lim.max_leaks = 1000;
+    if (!d.lim.max_traces) d.lim.max_traces = 100;
+    if (!d.lim.max_elements) d.lim.max_elements = 10000;
+    if (!d.lim.max_string) d.lim.max_string = 64u << 10;
+    if (len > d.lim.max_bytes)
+        return lw__fail(err, LW_ERR_LIMIT, "trace JSON is %zu bytes, over the %zu-byte limit", len, d.lim.max_bytes);
+    json_error_t je;
+    json_t *root = json_loadb(text, len, JSON_REJECT_DUPLICATES, &je);
+    if (!root)
+        return lw__fail(err, LW_ERR_FORMAT, "trace JSON is malformed at line %d, column %d (byte %d): %s", je.line, je.column,
+                        je.position, je.text);
+    lw_leak_report *r = lw__calloc(1, sizeof *r);
+    lw_status st = r ? decode(&d, root, r) : lw__fail(err, LW_ERR_NOMEM, "out of memory");
+    json_decref(root);
+    if (st != LW_OK) {
+        lw_leak_report_free(r);
+        return st;
+    }
+    *out = r;
+    return LW_OK;
+}

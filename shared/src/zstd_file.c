@@ -1,0 +1,200 @@
+/* zstd_file.c — stream a file through zstd in either direction, with a cap on output. */
+#define _FILE_OFFSET_BITS 64
+#include "common.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
+#include <zstd.h>
+
+int lw_is_zstd_file(const char *path) {
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return -1;
+    uint8_t m[4];
+    ssize_t n = read(fd, m, 4);
+    int saved = errno;
+    close(fd);
+    errno = saved;
+    if (n < 0) return -1;
+    return n == 4 && m[0] == 0x28 && m[1] == 0xB5 && m[2] == 0x2F && m[3] == 0xFD;
+}
+
+static int write_all(int fd, const void *p, size_t n) {
+    const uint8_t *b = p;
+    while (n > 0) {
+        ssize_t w = write(fd, b, n);
+        if (w < 0) {
+            if (errno == EINTR) continue;
+            return -1;
+        }
+        b += w;
+        n -= (size_t)w;
+    }
+    return 0;
+}
+
+lw_status lw_zstd_decompress_file(const char *in_path, const char *out_path, uint64_t max_bytes, lw_error *err) {
+    if (!in_path || !out_path) return lw__fail(err, LW_ERR_USAGE, "zstd: missing path");
+    lw_status st = LW_OK;
+    int in = -1, out = -1;
+    ZSTD_DCtx *dctx = NULL;
+    size_t in_cap = ZSTD_DStreamInSize(), out_cap = ZSTD_DStreamOutSize();
+    uint8_t *ibuf = lw__malloc(in_cap), *obuf = lw__malloc(out_cap);
+    uint64_t written = 0, consumed = 0;
+    size_t last = 0;
+    int any_input = 0;
+    if (!ibuf || !obuf || !(dctx = ZSTD_createDCtx())) {
+        st = lw__fail(err, LW_ERR_NOMEM, "zstd: out of memory");
+        goto out;
+    }
+    /* A window larger than 2 GiB is refused: it would cost that much memory. */
+    ZSTD_DCtx_setParameter(dctx, ZSTD_d_windowLogMax, 31);
+    in = open(in_path, O_RDONLY | O_CLOEXEC);
+    if (in < 0) {
+        st = lw__fail(err, LW_ERR_IO, "%s: cannot open: %s", in_path, strerror(errno));
+        goto out;
+    }
+    out = open(out_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    if (out < 0) {
+        st = lw__fail(err, LW_ERR_IO, "%s: cannot create: %s", out_path, strerror(errno));
+        goto out;
+    }
+    for (;;) {
+        ssize_t n = read(in, ibuf, in_cap);
+        if (n < 0) {
+            if (errno == EINTR) continue;
+            st = lw__fail(err, LW_ERR_IO, "%s: read failed: %s", in_path, strerror(errno));
+            goto out;
+        }
+        if (n == 0) break;
+        any_input = 1;
+        ZSTD_inBuffer ib = {ibuf, (size_t)n, 0};
+        while (ib.pos < ib.size) {
+            ZSTD_outBuffer ob = {obuf, out_cap, 0};
+            last = ZSTD_decompressStream(dctx, &ob, &ib);
+            if (ZSTD_isError(last)) {
+                st = lw__fail(err, LW_ERR_FORMAT, "%s: zstd data corrupt near compressed offset %llu: %s", in_path,
+                              (unsigned long long)(consumed + ib.pos), ZSTD_getErrorName(last));
+                goto out;
+            }
+            if (ob.pos > max_bytes - written || written + ob.pos > max_bytes) {
+                st = lw__fail(err, LW_ERR_LIMIT, "%s: decompresses to more than the %llu-byte cap", in_path,
+                              (unsigned long long)max_bytes);
+                goto out;
+            }
+            if (write_all(out, obuf, ob.pos) != 0) {
+                st = lw__fail(err, LW_ERR_IO, "%s: write failed: %s", out_path, strerror(errno));
+                goto out;
+            }
+            written += ob.pos;
+        }
+        consumed += (uint64_t)n;
+    }
+    /* Flush whatever the decoder still holds. */
+    for (;;) {
+        ZSTD_inBuffer ib = {ibuf, 0, 0};
+        ZSTD_outBuffer ob = {obuf, out_cap, 0};
+        if (last == 0) break;
+        last = ZSTD_decompressStream(dctx, &ob, &ib);
+        if (ZSTD_isError(last)) {
+            st = lw__fail(err, LW_ERR_FORMAT, "%s: zstd data corrupt: %s", in_path, ZSTD_getErrorName(last));
+            goto out;
+        }
+        if (ob.pos > max_bytes - written) {
+            st = lw__fail(err, LW_ERR_LIMIT, "%s: decompresses to more than the %llu-byte cap", in_path,
+                          (unsigned long long)max_bytes);
+            goto out;
+        }
+        if (write_all(out, obuf, ob.pos) != 0) {
+            st = lw__fail(err, LW_ERR_IO, "%s: write failed: %s", out_path, strerror(errno));
+            goto out;
+        }
+        written += ob.pos;
+        if (ob.pos == 0) break;
+    }
+    if (!any_input || last != 0) {
+        st = lw__fail(err, LW_ERR_FORMAT, "%s: truncated zstd stream (ends inside a frame after %llu compressed bytes)",
+                      in_path, (unsigned long long)consumed);
+        goto out;
+    }
+    if (fsync(out) != 0) {
+        st = lw__fail(err, LW_ERR_IO, "%s: fsync failed: %s", out_path, strerror(errno));
+        goto out;
+    }
+out:
+    if (in >= 0) close(in);
+    if (out >= 0) {
+        if (close(out) != 0 && st == LW_OK) st = lw__fail(err, LW_ERR_IO, "%s: close failed: %s", out_path, strerror(errno));
+        if (st != LW_OK) unlink(out_path);
+    }
+    ZSTD_freeDCtx(dctx);
+    lw__free(ibuf);
+    lw__free(obuf);
+    return st;
+}
+
+lw_status lw_zstd_compress_file(const char *in_path, const char *out_path, int level, lw_error *err) {
+    if (!in_path || !out_path) return lw__fail(err, LW_ERR_USAGE, "zstd: missing path");
+    lw_status st = LW_OK;
+    int in = -1, out = -1;
+    ZSTD_CCtx *cctx = NULL;
+    size_t in_cap = ZSTD_CStreamInSize(), out_cap = ZSTD_CStreamOutSize();
+    uint8_t *ibuf = lw__malloc(in_cap), *obuf = lw__malloc(out_cap);
+    if (!ibuf || !obuf || !(cctx = ZSTD_createCCtx())) {
+        st = lw__fail(err, LW_ERR_NOMEM, "zstd: out of memory");
+        goto out;
+    }
+    ZSTD_CCtx_setParameter(cctx, ZSTD_c_compressionLevel, level ? level : 3);
+    ZSTD_CCtx_setParameter(cctx, ZSTD_c_checksumFlag, 1);
+    in = open(in_path, O_RDONLY | O_CLOEXEC);
+    if (in < 0) {
+        st = lw__fail(err, LW_ERR_IO, "%s: cannot open: %s", in_path, strerror(errno));
+        goto out;
+    }
+    out = open(out_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (out < 0) {
+        st = lw__fail(err, LW_ERR_IO, "%s: cannot create: %s", out_path, strerror(errno));
+        goto out;
+    }
+    for (;;) {
+        ssize_t n = read(in, ibuf, in_cap);
+        if (n < 0) {
+            if (errno == EINTR) continue;
+            st = lw__fail(err, LW_ERR_IO, "%s: read failed: %s", in_path, strerror(errno));
+            goto out;
+        }
+        ZSTD_EndDirective mode = n == 0 ? ZSTD_e_end : ZSTD_e_continue;
+        ZSTD_inBuffer ib = {ibuf, (size_t)n, 0};
+        int finished = 0;
+        do {
+            ZSTD_outBuffer ob = {obuf, out_cap, 0};
+            size_t rem = ZSTD_compressStream2(cctx, &ob, &ib, mode);
+            if (ZSTD_isError(rem)) {
+                st = lw__fail(err, LW_ERR_IO, "zstd: compression failed: %s", ZSTD_getErrorName(rem));
+                goto out;
+            }
+            if (write_all(out, obuf, ob.pos) != 0) {
+                st = lw__fail(err, LW_ERR_IO, "%s: write failed: %s", out_path, strerror(errno));
+                goto out;
+            }
+            finished = mode == ZSTD_e_end ? rem == 0 : ib.pos == ib.size;
+        } while (!finished);
+        if (n == 0) break;
+    }
+    if (fsync(out) != 0) {
+        st = lw__fail(err, LW_ERR_IO, "%s: fsync failed: %s", out_path, strerror(errno));
+        goto out;
+    }
+out:
+    if (in >= 0) close(in);
+    if (out >= 0) {
+        if (close(out) != 0 && st == LW_OK) st = lw__fail(err, LW_ERR_IO, "%s: close failed: %s", out_path, strerror(errno));
+        if (st != LW_OK) unlink(out_path);
+    }
+    ZSTD_freeCCtx(cctx);
+    lw__free(ibuf);
+    lw__free(obuf);
+    return st;
+}
