@@ -62,7 +62,7 @@ static lw_status parse_header(lw__hprof *h, lw_error *err) {
     if (h->size == 0) return lw__fail(err, LW_ERR_FORMAT, "empty file: not an HPROF heap dump");
     uint64_t max = h->size < 64 ? h->size : 64;
     const uint8_t *nul = memchr(h->data, 0, (size_t)max);
-    if (!nul) return lw__fail(err, LW_ERR_FORMAT, "offset 0: no HPROF header (no version string in the first %llu bytes)",
+    if (!nul) return lw__fail(err, LW_ERR_FORMAT, "offset 0: not an HPROF heap dump (no version string in the first %llu bytes)",
                               (unsigned long long)max);
     size_t vlen = (size_t)(nul - h->data);
     if (vlen >= sizeof h->version || strncmp((const char *)h->data, "JAVA PROFILE 1.0", 16) != 0)
@@ -130,7 +130,7 @@ lw_status lw__hprof_open_file(lw__hprof *h, const char *path, const lw_heap_opti
     memset(h, 0, sizeof *h);
     lw_status st;
     int z = lw_is_zstd_file(path);
-    if (z < 0) return lw__fail(err, LW_ERR_IO, "%s: cannot read: %s", path, strerror(errno));
+    if (z < 0) return lw__fail(err, LW_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
     const char *open_path = path;
     if (z == 1) {
         const char *dir = opts && opts->tmp_dir ? opts->tmp_dir : getenv("TMPDIR");

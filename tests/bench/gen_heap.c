@@ -571,8 +571,8 @@ static uint32_t list_capacity(uint32_t n) {
 /* An element of a small collection: a string, a sibling, a new app object or null. */
 static uint64_t element_ref(gen *g, int budget, uint8_t flags) {
     double u = runif(&g->r);
-    if (u < 0.1) return 0;
-    if (u < 0.4) return LOCAL(new_string(g, string_len(g), flags));
+    if (u < 0.03) return 0;
+    if (u < 0.3) return LOCAL(new_string(g, string_len(g), flags));
     if (u < 0.7 && g_nsib) return LOCAL(g_sib[rbelow(&g->r, g_nsib)]);
     if (u < 0.95 && budget > 0) return LOCAL(make_app_obj(g, budget - 1, flags));
     return reservoir_pick(g);

@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# Installs what Leakwatch needs, builds it twice (optimised, and with ASan+UBSan), and runs
+# every test with ctest. Exits non-zero on any failure. This is the README's test command,
+# and what .ci/run runs.
+#
+#   ./deploy/test.sh            everything
+#   LW_TEST_JOBS=1 ./deploy/test.sh
+set -euo pipefail
+
+root=$(cd "$(dirname "$0")/.." && pwd)
+cd "$root"
+jobs=${LW_TEST_JOBS:-$(nproc)}
+
+step() { printf '\n=== %s ===\n' "$*"; }
+
+step "install Debian packages"
+"$root/deploy/install-deps.sh"
+
+step "build (RelWithDebInfo) in build/"
+cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo -DLW_SANITIZE=OFF
+cmake --build build -j "$jobs"
+
+step "test (RelWithDebInfo)"
+ctest --test-dir build --output-on-failure -j "$jobs"
+
+step "build with AddressSanitizer + UndefinedBehaviorSanitizer in build-asan/"
+cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DLW_SANITIZE=ON
+cmake --build build-asan -j "$jobs"
+
+step "test under ASan+UBSan"
+# The sanitizers make leaks and undefined behaviour fail the test that caused them.
+ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+  ctest --test-dir build-asan --output-on-failure -j "$jobs"
+
+step "all tests passed"

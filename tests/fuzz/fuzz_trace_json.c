@@ -1,0 +1,90 @@
+/* fuzz_trace_json.c — libFuzzer target for the trace JSON decoder (untrusted: the server
+ * ingests it from devices). A document that decodes must re-encode into one that decodes
+ * again; every trace goes through the suspect, signature and text code.
+ *
+ * Build: see tests/fuzz/README.md. Linked with replay.c into fuzz_trace_json_replay. */
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "leakcore.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+/* Small limits so the fuzzer reaches every cap. */
+static const lw_json_limits k_limits = {
+    .max_bytes = 64 * 1024,
+    .max_leaks = 8,
+    .max_traces = 4,
+    .max_elements = 32,
+    .max_string = 256,
+};
+
+static void exercise_traces(lw_leak_report *report) {
+    for (size_t l = 0; l < report->leak_count; l++) {
+        lw_leak *leak = &report->leaks[l];
+        for (size_t t = 0; t < leak->trace_count; t++) {
+            lw_trace *trace = &leak->traces[t];
+            char sig[41];
+            lw_trace_signature(trace, sig);
+            if (strlen(sig) != 40) {
+                fprintf(stderr, "bad signature length %zu\n", strlen(sig));
+                abort();
+            }
+            char *text = lw_trace_to_text(trace);
+            if (text) (void)strlen(text);
+            free(text);
+            (void)lw_trace_update_suspects(trace);
+            /* Flags now agree with the statuses: recomputing changes nothing. */
+            if (lw_trace_update_suspects(trace) != 0) {
+                fprintf(stderr, "lw_trace_update_suspects is not idempotent\n");
+                abort();
+            }
+            lw_trace_signature(trace, sig);
+        }
+    }
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+    lw_leak_report *report = NULL;
+    lw_error err;
+    memset(&err, 0, sizeof err);
+    if (lw_leak_report_from_json((const char *)data, size, &k_limits, &report, &err) != LW_OK) {
+        if (err.status == LW_OK || err.message[0] == '\0') {
+            fprintf(stderr, "failure without an lw_error: status %d\n", (int)err.status);
+            abort();
+        }
+        return 0;
+    }
+
+    /* Round trip: what we encode, we must decode under the same limits — except the
+     * document size, since the encoder may escape differently than the input did. */
+    char *json = lw_leak_report_to_json(report, 0);
+    if (json) {
+        lw_json_limits relaxed = k_limits;
+        relaxed.max_bytes = 0;
+        lw_leak_report *again = NULL;
+        lw_error err2;
+        memset(&err2, 0, sizeof err2);
+        if (lw_leak_report_from_json(json, strlen(json), &relaxed, &again, &err2) != LW_OK) {
+            fprintf(stderr, "re-encoded report does not decode: %s\n%s\n", err2.message, json);
+            abort();
+        }
+        if (again->leak_count != report->leak_count) {
+            fprintf(stderr, "round trip changed the leak count: %zu -> %zu\n", report->leak_count, again->leak_count);
+            abort();
+        }
+        lw_leak_report_free(again);
+        free(json);
+    }
+
+    exercise_traces(report);
+    char *text = lw_leak_report_to_text(report);
+    if (text) (void)strlen(text);
+    free(text);
+
+    lw_leak_report_free(report);
+    return 0;
+}
