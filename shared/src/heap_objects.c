@@ -252,6 +252,13 @@ char *lw__read_java_string(const lw_heap *heap, uint64_t id, size_t max) {
     return lw__buf_take(&b);
 }
 
+char *lw__string_field(const lw_heap *heap, const lw__object *o, const char *field, size_t max) {
+    uint8_t t;
+    uint64_t v;
+    if (!lw__instance_field(heap, o, NULL, field, &t, &v) || t != LW_T_OBJECT) return NULL;
+    return lw__read_java_string(heap, v, max);
+}
+
 typedef struct {
     uint32_t class_index;
     uint64_t count, bytes;

@@ -41,6 +41,10 @@ int lw__class_static(const lw_heap *heap, uint32_t c, const char *name, uint8_t 
  * NULL when `id` is not a readable String (or out of memory). */
 char *lw__read_java_string(const lw_heap *heap, uint64_t id, size_t max);
 
+/* The java.lang.String held by reference field `field` of instance `o`, as UTF-8 (see
+ * lw__read_java_string); NULL when there is no such field or no readable String. */
+char *lw__string_field(const lw_heap *heap, const lw__object *o, const char *field, size_t max);
+
 /* The dense index of the value array of String `id`, or LW_NONE. */
 uint32_t lw__java_string_value_array(const lw_heap *heap, uint64_t id);
 

@@ -33,8 +33,7 @@ lw_status lw__find_leaking_objects(const lw_heap *heap, const char *key, lw__lea
         lw__heap_object(heap, dense, &ref);
         uint8_t t;
         uint64_t v;
-        char *k = NULL;
-        if (lw__instance_field(heap, &ref, NULL, "key", &t, &v) && t == LW_T_OBJECT) k = lw__read_java_string(heap, v, 512);
+        char *k = lw__string_field(heap, &ref, "key", 512);
         if (key && (!k || strcmp(k, key) != 0)) {
             lw__free(k);
             continue;
@@ -65,11 +64,9 @@ lw_status lw__find_leaking_objects(const lw_heap *heap, const char *key, lw__lea
             lw__free(k);
             continue;
         }
-        char *desc = NULL;
-        if (lw__instance_field(heap, &ref, NULL, "description", &t, &v) && t == LW_T_OBJECT)
-            desc = lw__read_java_string(heap, v, 4096);
-        else if (lw__instance_field(heap, &ref, NULL, "name", &t, &v) && t == LW_T_OBJECT)
-            desc = lw__read_java_string(heap, v, 4096);
+        /* LeakCanary 1 called the description `name`. */
+        char *desc = lw__string_field(heap, &ref, "description", 4096);
+        if (!desc) desc = lw__string_field(heap, &ref, "name", 4096);
         objs[n++] = (lw__leaking_object){
             .dense = target,
             .key = k,

@@ -102,8 +102,7 @@ void lw__inspect_object(const lw_heap *heap, uint32_t dense, lw__inspection *out
             if (v && ru->no_reason) lw__inspection_add_reason(&out->not_leaking, ru->no_reason);
             break;
         case RULE_THREAD: {
-            if (!lw__instance_field(heap, &o, NULL, "name", &t, &v) || t != LW_T_OBJECT) break;
-            char *name = lw__read_java_string(heap, v, 200);
+            char *name = lw__string_field(heap, &o, "name", 200);
             if (!name) break;
             char label[256];
             snprintf(label, sizeof label, "Thread name: '%s'", name);

@@ -244,15 +244,6 @@ static uint32_t thread_by_serial(const thread_serial *t, size_t n, uint32_t seri
     return lo < n && t[lo].serial == serial ? t[lo].dense : LW_NONE;
 }
 
-static char *thread_name(const lw_heap *heap, uint32_t dense) {
-    lw__object o;
-    lw__heap_object(heap, dense, &o);
-    uint8_t t;
-    uint64_t v;
-    if (!lw__instance_field(heap, &o, NULL, "name", &t, &v) || t != LW_T_OBJECT) return NULL;
-    return lw__read_java_string(heap, v, 256);
-}
-
 static lw_status build_roots(lw_heap *heap, lw__paths *p, lw_error *err) {
     lw_status st = LW_OK;
     size_t nthreads = 0;
@@ -316,7 +307,9 @@ static lw_status build_roots(lw_heap *heap, lw__paths *p, lw_error *err) {
         for (size_t i = 0; i < p->local_count; i++) {
             if (p->locals[i].thread != last_thread) {
                 last_thread = p->locals[i].thread;
-                char *name = thread_name(heap, last_thread);
+                lw__object th;
+                lw__heap_object(heap, last_thread, &th);
+                char *name = lw__string_field(heap, &th, "name", 256);
                 last_ignored = lw__match_java_local(heap, name, NULL) == LW_MATCH_IGNORED;
                 lw__free(name);
             }

@@ -84,16 +84,6 @@ static const lw__leaking_object *leaking_for(const lw__leaking_object *objs, siz
     return NULL;
 }
 
-static char *local_thread_name(const lw_heap *heap, uint32_t thread) {
-    lw__object o;
-    lw__heap_object(heap, thread, &o);
-    uint8_t t;
-    uint64_t v;
-    char *name = NULL;
-    if (lw__instance_field(heap, &o, NULL, "name", &t, &v) && t == LW_T_OBJECT) name = lw__read_java_string(heap, v, 200);
-    return name ? name : lw__strdup("");
-}
-
 /* Builds the trace of `leak` into *t; sets *pattern to the first library pattern, or -1. */
 static lw_status build_one(const lw_heap *heap, const lw__paths *paths, uint32_t leak, const lw__leaking_object *lo,
                            uint64_t rbytes, uint64_t robjects, int with_sizes, lw_trace *t, int *pattern, lw_error *err) {
@@ -193,7 +183,10 @@ static lw_status build_one(const lw_heap *heap, const lw__paths *paths, uint32_t
             e->has_reference = 1;
             e->ref_kind = edge.kind;
             e->ref_index = edge.index;
-            if (edge.kind == LW_REF_LOCAL) e->ref_name = local_thread_name(heap, chain[i]);
+            if (edge.kind == LW_REF_LOCAL) {
+                e->ref_name = lw__string_field(heap, &o, "name", 256);
+                if (!e->ref_name) e->ref_name = lw__strdup("");
+            }
             else if (edge.kind != LW_REF_ARRAY_ELEMENT) e->ref_name = lw__strdup(edge.name);
             if (edge.kind == LW_REF_LOCAL) e->ref_index = 0;
             if (edge.match == LW_MATCH_LIBRARY) {

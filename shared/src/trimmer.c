@@ -58,10 +58,11 @@ static int set_has(const id_set *s, uint64_t id) {
     return lo < s->count && s->ids[lo] == id;
 }
 
-/* Calls `fn` for every INSTANCE_DUMP; stops on a nonzero return. */
-typedef int (*instance_fn)(const lw_heap *heap, const lw__object *o, void *user);
+/* Calls `fn` for every heap-dump sub-record, in file order; a nonzero return stops the walk
+ * with that status (err already filled). */
+typedef lw_status (*subrecord_fn)(const lw_heap *heap, const lw__subrecord *sub, void *user);
 
-static lw_status each_instance(const lw_heap *heap, instance_fn fn, void *user, lw_error *err) {
+static lw_status each_subrecord(const lw_heap *heap, subrecord_fn fn, void *user, lw_error *err) {
     const lw__hprof *h = &heap->hprof;
     lw__record rec;
     int r;
@@ -71,14 +72,34 @@ static lw_status each_instance(const lw_heap *heap, instance_fn fn, void *user, 
         lw__subrecord sub;
         for (uint64_t p = rec.body; p < end; p += sub.length) {
             if (lw__hprof_subrecord_at(h, p, end, &sub, err) < 0) return LW_ERR_FORMAT;
-            if (sub.tag != LW_SUB_INSTANCE_DUMP) continue;
-            lw__object o;
-            lw__heap_object_at(heap, p, &o);
-            if (o.class_index == LW_NONE) continue;
-            if (fn(heap, &o, user)) return lw__fail(err, LW_ERR_NOMEM, "out of memory");
+            lw_status st = fn(heap, &sub, user);
+            if (st != LW_OK) return st;
         }
     }
     return r < 0 ? LW_ERR_FORMAT : LW_OK;
+}
+
+/* Calls `fn` for every INSTANCE_DUMP of a known class; a nonzero return means out of memory. */
+typedef int (*instance_fn)(const lw_heap *heap, const lw__object *o, void *user);
+
+typedef struct {
+    instance_fn fn;
+    void *user;
+    lw_error *err;
+} instance_walk;
+
+static lw_status visit_instance(const lw_heap *heap, const lw__subrecord *sub, void *user) {
+    instance_walk *w = user;
+    if (sub->tag != LW_SUB_INSTANCE_DUMP) return LW_OK;
+    lw__object o;
+    lw__heap_object_at(heap, sub->offset, &o);
+    if (o.class_index == LW_NONE || !w->fn(heap, &o, w->user)) return LW_OK;
+    return lw__fail(w->err, LW_ERR_NOMEM, "out of memory");
+}
+
+static lw_status each_instance(const lw_heap *heap, instance_fn fn, void *user, lw_error *err) {
+    instance_walk w = {fn, user, err};
+    return each_subrecord(heap, visit_instance, &w, err);
 }
 
 static int note_strings(const lw_heap *heap, const lw__object *o, void *user) {
@@ -168,6 +189,37 @@ static void sink_zeros(sink *s, uint64_t n) {
     }
 }
 
+typedef struct {
+    sink *s;
+    const id_set *keep;
+    lw_trim_stats *stats;
+    const lw_trim_options *opts;
+    uint64_t copied_to;       /* input bytes written so far */
+    uint64_t next_progress;
+} copy_state;
+
+static lw_status copy_subrecord(const lw_heap *heap, const lw__subrecord *sub, void *user) {
+    copy_state *c = user;
+    const lw__hprof *h = &heap->hprof;
+    if (sub->tag != LW_SUB_PRIMITIVE_ARRAY_DUMP) return LW_OK;
+    c->stats->primitive_arrays++;
+    uint64_t p = sub->offset;
+    uint64_t hdr = 1 + (uint64_t)h->id_size + 9;
+    if (set_has(c->keep, lw__be_id(h->data + p + 1, h->id_size)) || sub->length == hdr) {
+        c->stats->primitive_arrays_kept++;
+        return LW_OK;
+    }
+    sink_write(c->s, h->data + c->copied_to, (size_t)(p + hdr - c->copied_to), 0);
+    sink_zeros(c->s, sub->length - hdr);
+    c->stats->bytes_zeroed += sub->length - hdr;
+    c->copied_to = p + sub->length;
+    if (c->opts->progress && p >= c->next_progress) {
+        c->next_progress = p + (64u << 20);
+        c->opts->progress(c->opts->progress_user, "trim", p, h->size);
+    }
+    return c->s->st;
+}
+
 static int ends_with(const char *s, const char *suffix) {
     size_t a = strlen(s), b = strlen(suffix);
     return a >= b && strcmp(s + a - b, suffix) == 0;
@@ -227,40 +279,11 @@ lw_status lw_trim_file(const char *in_path, const char *out_path, const lw_trim_
     }
     /* Copy everything; inside heap dumps, cut primitive arrays not kept down to their header. */
     const lw__hprof *h = &heap->hprof;
-    uint64_t copied_to = 0, next_progress = 0;
-    lw__record rec;
-    int r;
-    for (uint64_t pos = h->records_start; (r = lw__hprof_record_at(h, pos, &rec, err)) == 1; pos = rec.body + rec.length) {
-        if (rec.tag != LW_TAG_HEAP_DUMP && rec.tag != LW_TAG_HEAP_DUMP_SEGMENT) continue;
-        uint64_t end = rec.body + rec.length;
-        lw__subrecord sub;
-        for (uint64_t p = rec.body; p < end && s.st == LW_OK; p += sub.length) {
-            if (lw__hprof_subrecord_at(h, p, end, &sub, err) < 0) {
-                st = LW_ERR_FORMAT;
-                goto out;
-            }
-            if (sub.tag != LW_SUB_PRIMITIVE_ARRAY_DUMP) continue;
-            local.primitive_arrays++;
-            uint64_t id = lw__be_id(h->data + p + 1, h->id_size);
-            uint64_t hdr = 1 + (uint64_t)h->id_size + 9;
-            if (set_has(&arrays, id) || sub.length == hdr) {
-                local.primitive_arrays_kept++;
-                continue;
-            }
-            sink_write(&s, h->data + copied_to, (size_t)(p + hdr - copied_to), 0);
-            sink_zeros(&s, sub.length - hdr);
-            local.bytes_zeroed += sub.length - hdr;
-            copied_to = p + sub.length;
-            if (o.progress && p >= next_progress) {
-                next_progress = p + (64u << 20);
-                o.progress(o.progress_user, "trim", p, h->size);
-            }
-        }
-    }
-    if (r < 0) {
-        st = LW_ERR_FORMAT;
-        goto out;
-    }
+    copy_state cs = {&s, &arrays, &local, &o, 0, 0};
+    st = each_subrecord(heap, copy_subrecord, &cs, err);
+    if (st == LW_OK) st = s.st;
+    if (st != LW_OK) goto out;
+    uint64_t copied_to = cs.copied_to;
     sink_write(&s, h->data + copied_to, (size_t)(h->size - copied_to), 1);
     if (s.st == LW_OK && fsync(s.fd) != 0) s.st = lw__fail(err, LW_ERR_IO, "%s: fsync failed: %s", tmp, strerror(errno));
     st = s.st;

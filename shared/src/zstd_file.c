@@ -35,6 +35,31 @@ static int write_all(int fd, const void *p, size_t n) {
     return 0;
 }
 
+/* Opens `in_path` for reading and creates `out_path`; on failure closes what it opened. */
+static lw_status open_pair(const char *in_path, const char *out_path, int mode, int *in, int *out, lw_error *err) {
+    *in = open(in_path, O_RDONLY | O_CLOEXEC);
+    if (*in < 0) return lw__fail(err, LW_ERR_IO, "%s: cannot open: %s", in_path, strerror(errno));
+    *out = open(out_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode);
+    if (*out < 0) {
+        lw_status st = lw__fail(err, LW_ERR_IO, "%s: cannot create: %s", out_path, strerror(errno));
+        close(*in);
+        *in = -1;
+        return st;
+    }
+    return LW_OK;
+}
+
+/* Closes both; removes the output when the operation failed. */
+static lw_status close_pair(int in, int out, const char *out_path, lw_status st, lw_error *err) {
+    if (in >= 0) close(in);
+    if (out >= 0) {
+        if (st == LW_OK && fsync(out) != 0) st = lw__fail(err, LW_ERR_IO, "%s: fsync failed: %s", out_path, strerror(errno));
+        if (close(out) != 0 && st == LW_OK) st = lw__fail(err, LW_ERR_IO, "%s: close failed: %s", out_path, strerror(errno));
+        if (st != LW_OK) unlink(out_path);
+    }
+    return st;
+}
+
 lw_status lw_zstd_decompress_file(const char *in_path, const char *out_path, uint64_t max_bytes, lw_error *err) {
     if (!in_path || !out_path) return lw__fail(err, LW_ERR_USAGE, "zstd: missing path");
     lw_status st = LW_OK;
@@ -51,16 +76,8 @@ lw_status lw_zstd_decompress_file(const char *in_path, const char *out_path, uin
     }
     /* A window larger than 2 GiB is refused: it would cost that much memory. */
     ZSTD_DCtx_setParameter(dctx, ZSTD_d_windowLogMax, 31);
-    in = open(in_path, O_RDONLY | O_CLOEXEC);
-    if (in < 0) {
-        st = lw__fail(err, LW_ERR_IO, "%s: cannot open: %s", in_path, strerror(errno));
-        goto out;
-    }
-    out = open(out_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-    if (out < 0) {
-        st = lw__fail(err, LW_ERR_IO, "%s: cannot create: %s", out_path, strerror(errno));
-        goto out;
-    }
+    st = open_pair(in_path, out_path, 0600, &in, &out, err);
+    if (st != LW_OK) goto out;
     for (;;) {
         ssize_t n = read(in, ibuf, in_cap);
         if (n < 0) {
@@ -119,16 +136,8 @@ lw_status lw_zstd_decompress_file(const char *in_path, const char *out_path, uin
                       in_path, (unsigned long long)consumed);
         goto out;
     }
-    if (fsync(out) != 0) {
-        st = lw__fail(err, LW_ERR_IO, "%s: fsync failed: %s", out_path, strerror(errno));
-        goto out;
-    }
 out:
-    if (in >= 0) close(in);
-    if (out >= 0) {
-        if (close(out) != 0 && st == LW_OK) st = lw__fail(err, LW_ERR_IO, "%s: close failed: %s", out_path, strerror(errno));
-        if (st != LW_OK) unlink(out_path);
-    }
+    st = close_pair(in, out, out_path, st, err);
     ZSTD_freeDCtx(dctx);
     lw__free(ibuf);
     lw__free(obuf);
@@ -148,16 +157,8 @@ lw_status lw_zstd_compress_file(const char *in_path, const char *out_path, int l
     }
     ZSTD_CCtx_setParameter(cctx, ZSTD_c_compressionLevel, level ? level : 3);
     ZSTD_CCtx_setParameter(cctx, ZSTD_c_checksumFlag, 1);
-    in = open(in_path, O_RDONLY | O_CLOEXEC);
-    if (in < 0) {
-        st = lw__fail(err, LW_ERR_IO, "%s: cannot open: %s", in_path, strerror(errno));
-        goto out;
-    }
-    out = open(out_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (out < 0) {
-        st = lw__fail(err, LW_ERR_IO, "%s: cannot create: %s", out_path, strerror(errno));
-        goto out;
-    }
+    st = open_pair(in_path, out_path, 0644, &in, &out, err);
+    if (st != LW_OK) goto out;
     for (;;) {
         ssize_t n = read(in, ibuf, in_cap);
         if (n < 0) {
@@ -183,16 +184,8 @@ lw_status lw_zstd_compress_file(const char *in_path, const char *out_path, int l
         } while (!finished);
         if (n == 0) break;
     }
-    if (fsync(out) != 0) {
-        st = lw__fail(err, LW_ERR_IO, "%s: fsync failed: %s", out_path, strerror(errno));
-        goto out;
-    }
 out:
-    if (in >= 0) close(in);
-    if (out >= 0) {
-        if (close(out) != 0 && st == LW_OK) st = lw__fail(err, LW_ERR_IO, "%s: close failed: %s", out_path, strerror(errno));
-        if (st != LW_OK) unlink(out_path);
-    }
+    st = close_pair(in, out, out_path, st, err);
     ZSTD_freeCCtx(cctx);
     lw__free(ibuf);
     lw__free(obuf);
