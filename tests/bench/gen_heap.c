@@ -431,7 +431,7 @@ static int g_frames[THREADS];
 /* ---- the generator's object state --------------------------------------------------------- */
 
 enum { K_INST = 1, K_OARR = 2, K_PARR = 3 };
-enum { F_NORES = 1, F_ASCII = 2, F_TEXT = 4 };
+enum { F_NORES = 1, F_ASCII = 2, F_TEXT = 4, F_ZERO = 8 };
 #define LOCAL(i) ((1ull << 63) | (uint64_t)(i))
 #define IS_LOCAL(v) (((v) >> 63) != 0)
 #define PRIM_RANDOM 0xFFFFFFFFFFFFFFFEull /* instance primitive: filled with random bits at write time */
@@ -713,8 +713,13 @@ static void fill_prim_array(gen *g, const gobj *o, uint8_t *p, uint64_t bytes) {
     if (o->flags & F_TEXT) {
         memcpy(p, k_texts[o->text], (size_t)bytes);
     } else if (o->flags & F_ASCII) {
-        static const char alpha[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_./:-";
-        for (uint64_t i = 0; i < bytes; i++) p[i] = (uint8_t)alpha[rnext(&g->fill) % (sizeof alpha - 1)];
+        static const char alpha[64] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-";
+        uint64_t x = 0;
+        for (uint64_t i = 0, k = 0; i < bytes; i += es, k++) {
+            if ((k & 7) == 0) x = rnext(&g->fill);
+            if (es == 2) p[i] = 0;
+            p[i + es - 1] = (uint8_t)alpha[(x >> (8 * (k & 7))) & 63];
+        }
     } else {
         for (uint64_t i = 0; i < bytes; i += es) {
             uint64_t v = random_prim(g, (uint8_t)o->cls);
@@ -775,7 +780,7 @@ static void flush_cluster(gen *g) {
             if (g->pass) lw__hprof_writer_object_array(g->w, o->id, STACK_SERIAL, g_cls[o->cls].id, g->ids, o->n);
         } else if (g->pass) {
             uint64_t bytes = (uint64_t)o->n * lw__type_size(o->cls, 8);
-            if (bytes > 65536 && !(o->flags & (F_TEXT | F_ASCII))) {
+            if ((o->flags & F_ZERO) || (bytes > 65536 && !(o->flags & (F_TEXT | F_ASCII)))) {
                 lw__hprof_writer_primitive_array(g->w, o->id, STACK_SERIAL, (uint8_t)o->cls, NULL, o->n);
             } else {
                 uint8_t *p = need_buf(g, (size_t)bytes + 8);
@@ -951,7 +956,10 @@ static size_t build_buffer(gen *g, uint64_t bytes) {
         if (first) {
             int chars = runif(&g->r) < 0.3;
             uint32_t n = (uint32_t)(chars ? bytes / 2 : bytes);
-            *val(h, i) = LOCAL(new_parr(chars ? LW_T_CHAR : LW_T_BYTE, n, 0));
+            /* contents: text (payloads, documents), zeros (fresh buffers) or binary data */
+            double c = runif(&g->r);
+            uint8_t content = c < 0.55 ? F_ASCII : c < 0.8 ? F_ZERO : 0;
+            *val(h, i) = LOCAL(new_parr(chars ? LW_T_CHAR : LW_T_BYTE, n, content));
             first = 0;
         } else {
             *val(h, i) = app_ref(g, 0, 0);
@@ -1363,5 +1371,18 @@ int main(int argc, char **argv) {
     printf("leaking object:   com.example.bench.LeakedScreen @ 0x%" PRIx64 " (KeyedWeakReference @ 0x%" PRIx64 ")\n",
            g->leak_screen, g->leak_kwr);
     printf("time:             %.2f s (max RSS %.1f MB)\n", t1 - t0, (double)ru.ru_maxrss / 1024.0);
+
+    free(g->buf);
+    free(g->ids);
+    free(g);
+    free(g_objs);
+    free(g_vals);
+    free(g_sib);
+    for (size_t i = 0; i < g_nnames; i++) free(g_names[i].s);
+    free(g_names);
+    free(g_name_ht);
+    for (int i = 0; i < g_ncls; i++) free(g_cls[i].name);
+    free(g_slot_val);
+    free(g_slot_pinned);
     return 0;
 }

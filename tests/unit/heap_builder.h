@@ -106,6 +106,8 @@ void hb_scan_records(const uint8_t *d, size_t size, uint64_t *tag_counts, uint64
 lw_heap *hb_open(hb *b);
 /* Analyzes with `key` (NULL = all), asserting LW_OK. */
 lw_leak_report *hb_analyze(lw_heap *heap, const char *key);
+/* hb_open + hb_analyze + lw_heap_free: the report outlives the heap. */
+lw_leak_report *hb_analyze_dump(hb *b, const char *key);
 /* Trace JSON of a report with its durations removed (compact), malloc'd. */
 char *hb_report_json(lw_leak_report *r);
 /* A fresh temp path (the file is created empty), malloc'd; `suffix` may be NULL. */
