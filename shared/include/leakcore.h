@@ -246,7 +246,7 @@ typedef struct lw_trim_options {
 typedef struct lw_trim_stats {
     uint64_t in_bytes;
     uint64_t out_bytes;             /* bytes written (compressed when compressing) */
-    uint64_t primitive_arrays;      /* seen */
+    uint64_t primitive_arrays;      /* PRIMITIVE_ARRAY_DUMP records seen (NODATA ones have nothing to zero) */
     uint64_t primitive_arrays_kept; /* left as they were: what analysis reads */
     uint64_t bytes_zeroed;
 } lw_trim_stats;

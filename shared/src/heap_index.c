@@ -307,7 +307,7 @@ static lw_status parse_class_dumps(builder *b) {
         }
         if (!heap->class_slots[s]) heap->class_slots[s] = i + 1;
     }
-    qsort(b->loads, b->nloads, sizeof *b->loads, cmp_load);
+    if (b->nloads) qsort(b->loads, b->nloads, sizeof *b->loads, cmp_load);
     for (uint32_t i = 0; i < heap->class_count; i++) {
         lw__class *c = &heap->classes[i];
         const uint8_t *d = h->data + c->dump_offset + 1;
@@ -690,7 +690,7 @@ lw_status lw__heap_index_build(lw_heap *heap, int objects, lw_error *err) {
     heap->android = strcmp(heap->hprof.version, LW_HPROF_VERSION_ANDROID) == 0;
     st = scan_structure(&b);
     if (st != LW_OK) goto out;
-    qsort(heap->strings, heap->string_count, sizeof *heap->strings, cmp_string);
+    if (heap->string_count) qsort(heap->strings, heap->string_count, sizeof *heap->strings, cmp_string);
     st = parse_class_dumps(&b);
     if (st != LW_OK) goto out;
     classify_classes(&b);

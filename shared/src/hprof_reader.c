@@ -59,7 +59,7 @@ const char *lw__hprof_subtag_name(unsigned tag) {
 }
 
 static lw_status parse_header(lw__hprof *h, lw_error *err) {
-    if (h->size == 0) return lw__fail(err, LW_ERR_FORMAT, "empty file: not an HPROF heap dump");
+    if (h->size == 0) return lw__fail(err, LW_ERR_FORMAT, "offset 0: empty file: not an HPROF heap dump");
     uint64_t max = h->size < 64 ? h->size : 64;
     const uint8_t *nul = memchr(h->data, 0, (size_t)max);
     if (!nul) return lw__fail(err, LW_ERR_FORMAT, "offset 0: not an HPROF heap dump (no version string in the first %llu bytes)",
@@ -109,7 +109,7 @@ static lw_status map_file(lw__hprof *h, const char *path, lw_error *err) {
     }
     h->size = (uint64_t)sb.st_size;
     if (h->size == 0) {
-        st = lw__fail(err, LW_ERR_FORMAT, "%s: empty file: not an HPROF heap dump", path);
+        st = lw__fail(err, LW_ERR_FORMAT, "%s: offset 0: empty file: not an HPROF heap dump", path);
         goto out;
     }
     void *m = mmap(NULL, (size_t)h->size, PROT_READ, MAP_PRIVATE, fd, 0);

@@ -11,6 +11,14 @@ void lw__leaking_objects_free(lw__leaking_object *objs, size_t count) {
     lw__free(objs);
 }
 
+/* Milliseconds from `from` to `to`, or -1 when the dump's clock values make no sense
+ * (negative, or so far apart they would overflow). */
+static int64_t elapsed(int64_t from, int64_t to) {
+    int64_t d;
+    if (__builtin_sub_overflow(to, from, &d) || d < 0) return -1;
+    return d;
+}
+
 static int64_t read_long(const lw_heap *heap, const lw__object *o, const char *name, int *present) {
     uint8_t t;
     uint64_t v;
@@ -71,8 +79,8 @@ lw_status lw__find_leaking_objects(const lw_heap *heap, const char *key, lw__lea
             .dense = target,
             .key = k,
             .description = desc,
-            .watch_ms = has_dump && has_watch && dump_up >= watch_up ? dump_up - watch_up : -1,
-            .retained_ms = has_dump && has_retained && retained_up != -1 && dump_up >= retained_up ? dump_up - retained_up : -1,
+            .watch_ms = has_dump && has_watch ? elapsed(watch_up, dump_up) : -1,
+            .retained_ms = has_dump && has_retained && retained_up != -1 ? elapsed(retained_up, dump_up) : -1,
         };
     }
     if (key && !key_seen) {

@@ -41,7 +41,7 @@ static int cmp_u64(const void *a, const void *b) {
 }
 
 static void set_seal(id_set *s) {
-    qsort(s->ids, s->count, sizeof *s->ids, cmp_u64);
+    if (s->count) qsort(s->ids, s->count, sizeof *s->ids, cmp_u64);
     size_t k = 0;
     for (size_t i = 0; i < s->count; i++)
         if (!k || s->ids[i] != s->ids[k - 1]) s->ids[k++] = s->ids[i];

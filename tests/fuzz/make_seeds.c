@@ -104,7 +104,7 @@ static void class_dump(gen *g, const cls *c, uint64_t loader) {
 
 typedef struct world {
     cls object, string, reference, weakref, kwr, thread, holder, activity, listener, prims, objarr, bytearr,
-        chararr, intarr;
+        chararr, intarr, android_activity, build_version;
 } world;
 
 /* A java.lang.String instance with its value array. */
@@ -203,7 +203,13 @@ static void write_seed(const char *path, const seed_opts *o) {
     load_class(g, &W.kwr, W.weakref.id, "leakcanary/KeyedWeakReference");
     load_class(g, &W.thread, W.object.id, "java/lang/Thread");
     load_class(g, &W.holder, W.object.id, "com/example/LeakHolder");
-    load_class(g, &W.activity, W.object.id, "com/example/MainActivity");
+    if (g->android) { /* MainActivity extends android.app.Activity, which has mDestroyed */
+        load_class(g, &W.android_activity, W.object.id, "android/app/Activity");
+        load_class(g, &W.build_version, W.object.id, "android/os/Build$VERSION");
+        load_class(g, &W.activity, W.android_activity.id, "com/example/MainActivity");
+    } else {
+        load_class(g, &W.activity, W.object.id, "com/example/MainActivity");
+    }
     load_class(g, &W.listener, W.object.id, "com/example/MainActivity$Listener");
     load_class(g, &W.prims, W.object.id, "com/example/AllTypes");
     load_class(g, &W.objarr, W.object.id, "[Ljava/lang/Object;");
@@ -230,7 +236,9 @@ static void write_seed(const char *path, const seed_opts *o) {
     field(g, &W.thread, "name", LW_T_OBJECT);
     field(g, &W.thread, "priority", LW_T_INT);
     field(g, &W.activity, "mListeners", LW_T_OBJECT);
-    field(g, &W.activity, "mDestroyed", LW_T_BOOLEAN);
+    /* Same instance bytes either way: own fields first, then the super-class's. */
+    field(g, g->android ? &W.android_activity : &W.activity, "mDestroyed", LW_T_BOOLEAN);
+    if (g->android) static_field(g, &W.build_version, "SDK_INT", LW_T_INT, 23);
     field(g, &W.listener, "this$0", LW_T_OBJECT);
     if (o->extras) {
         static const uint8_t types[] = {LW_T_BOOLEAN, LW_T_CHAR, LW_T_FLOAT, LW_T_DOUBLE, LW_T_BYTE,
@@ -252,8 +260,10 @@ static void write_seed(const char *path, const seed_opts *o) {
     static_field(g, &W.holder, "sLeaked", LW_T_OBJECT, leaked1);
     static_field(g, &W.holder, "sCount", LW_T_INT, 2);
     cls *all[] = {&W.object, &W.string, &W.reference, &W.weakref, &W.kwr, &W.thread, &W.holder,
-                  &W.activity, &W.listener, &W.prims, &W.objarr, &W.bytearr, &W.chararr, &W.intarr};
-    for (size_t i = 0; i < sizeof all / sizeof *all; i++) class_dump(g, all[i], app_loader);
+                  &W.activity, &W.listener, &W.prims, &W.objarr, &W.bytearr, &W.chararr, &W.intarr,
+                  &W.android_activity, &W.build_version};
+    for (size_t i = 0; i < sizeof all / sizeof *all; i++)
+        if (all[i]->id) class_dump(g, all[i], app_loader);
     if (o->extras) lw__hprof_writer_heap_dump_info(g->w, 'A', str(g, "app"));
 
     /* Leak 1: LeakHolder.sLeaked -> MainActivity (destroyed), watched by key-1. */
@@ -268,7 +278,7 @@ static void write_seed(const char *path, const seed_opts *o) {
     uint64_t worker = thread(g, &W, "worker");
     uint64_t mainthr = thread(g, &W, "main");
     uint64_t label = java_string(g, &W, "hello");
-    uint64_t elems[4] = {0, listener, label, leaked2};
+    uint64_t elems[4] = {0, listener, label, 0};
     lw__hprof_writer_object_array(g->w, arr, 1, W.objarr.id, elems, 4);
     v.n = 0;
     v_id(&v, g, leaked2);

@@ -590,6 +590,19 @@ uint8_t *hb_bytes(hb *b, size_t *size) {
     return d;
 }
 
+void hb_get_counts(const hb *b, hb_counts *c) {
+    memset(c, 0, sizeof *c);
+    c->classes = b->nclasses;
+    for (size_t i = 0; i < b->nobjs; i++) {
+        switch (b->objs[i].kind) {
+        case OBJ_INSTANCE: c->instances++; break;
+        case OBJ_OBJ_ARRAY: c->object_arrays++; break;
+        default: c->primitive_arrays++; break;
+        }
+    }
+    for (size_t i = 0; i < b->nroots; i++) c->roots += b->roots[i].id != 0;
+}
+
 int hb_data_range(const hb *b, uint64_t id, uint64_t *offset, uint64_t *len) {
     hb_obj *o = obj_by_id(b, id);
     if (!o || o->kind != OBJ_PRIM_ARRAY || !o->end_offset) return 0;

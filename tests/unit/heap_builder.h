@@ -94,6 +94,13 @@ uint8_t *hb_bytes(hb *b, size_t *size);
 /* After a write: the file offset and byte length of the elements of primitive array `id`. */
 int hb_data_range(const hb *b, uint64_t id, uint64_t *offset, uint64_t *len);
 
+/* What the builder holds: classes, instances, object arrays, primitive arrays (with
+ * NODATA ones), roots with a non-zero id. */
+typedef struct hb_counts {
+    uint64_t classes, instances, object_arrays, primitive_arrays, roots;
+} hb_counts;
+void hb_get_counts(const hb *b, hb_counts *c);
+
 /* Independent walk of the top-level records of an HPROF image: counts per tag (256
  * entries, may be NULL) and the offsets at which a record starts or the file ends
  * (boundaries, may be NULL; *nb set to the count, including records_start and size). */

@@ -5,6 +5,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -144,6 +145,27 @@ static void test_same_object_watched_twice_is_one_leaking_object(void **state) {
     hb_free(b);
 }
 
+/* LIBRARY BUG (reported to the lead): leak_finder.c computes heapDumpUptimeMillis -
+ * watchUptimeMillis (and - retainedUptimeMillis) in int64_t without an overflow check; a
+ * hostile or corrupt dump with a huge negative uptime is signed overflow (UB; UBSan aborts
+ * under LW_SANITIZE=ON). Expected: the duration is unknown (-1) or clamped, never UB. */
+static void test_extreme_uptimes_do_not_overflow_BUG_signed_overflow(void **state) {
+    (void)state;
+    hb *b = hb_new(HB_JVM, 8);
+    uint64_t h = hb_class(b, "Holder", NULL, NULL, "a:O");
+    hb_class(b, "Screen", NULL, NULL, NULL);
+    uint64_t a = hb_instance(b, "Screen");
+    hb_set_static(b, h, "a", a);
+    hb_watch_ex(b, HB_KWR_LEAKWATCH, a, "k", "d", INT64_MIN + 1000, INT64_MIN + 2000);
+    lw_leak_report *r = hb_analyze_dump(b, NULL);
+    assert_int_equal(r->leak_count, 1);
+    const lw_trace_element *last = &r->leaks[0].traces[0].elements[1];
+    assert_true(last->watch_ms >= -1);
+    assert_true(last->retained_ms >= -1);
+    lw_leak_report_free(r);
+    hb_free(b);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_each_keyed_weak_reference_class_is_recognised),
@@ -153,6 +175,8 @@ int main(void) {
         cmocka_unit_test(test_unknown_key_is_not_found),
         cmocka_unit_test(test_dump_without_keyed_weak_references_has_no_leaks),
         cmocka_unit_test(test_same_object_watched_twice_is_one_leaking_object),
+        /* last: under UBSan it aborts the process until the library bug is fixed */
+        cmocka_unit_test(test_extreme_uptimes_do_not_overflow_BUG_signed_overflow),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
