@@ -1,0 +1,488 @@
+/* api.c — the JSON API dashboards read: reports, leak groups (filters, sorting, cursor
+ * pagination), one group with its representative trace, status changes, new leaks of a
+ * version, health. Read keys see their app; admin keys see every app and may PATCH. */
+#define _GNU_SOURCE
+#include <ctype.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "leakcore.h"
+#include "log.h"
+#include "reports.h"
+#include "server.h"
+
+#define TS(col) "to_char(" col " AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"')"
+
+static const char *arg(ld_req *r, const char *name) {
+    return MHD_lookup_connection_value(r->conn, MHD_GET_ARGUMENT_KIND, name);
+}
+
+/* Splits "/v1/apps/{app}/leaks/{sig}" into its segments; -1 when there are more than
+ * `max`, or one is too long. A trailing slash is ignored. */
+static int split_path(const char *url, char seg[][160], int max) {
+    int n = 0;
+    const char *p = url;
+    while (*p == '/') p++;
+    while (*p) {
+        const char *e = strchr(p, '/');
+        size_t l = e ? (size_t)(e - p) : strlen(p);
+        if (n == max || l >= 160) return -1;
+        memcpy(seg[n], p, l);
+        seg[n++][l] = 0;
+        p += l;
+        while (*p == '/') p++;
+    }
+    return n;
+}
+
+static ld_db *db_or_503(ld_req *r) {
+    ld_db *db = ld_pool_get(r->srv->pool, 5000);
+    if (!db) {
+        ld_respond_error(r, 503, "unavailable", "the database is unreachable; retry later");
+        ld_respond_retry_after(r, 5);
+    }
+    return db;
+}
+
+static void db_error(ld_req *r, ld_status st, const char *what) {
+    if (st == LD_ERR_UNAVAILABLE) {
+        ld_respond_error(r, 503, "unavailable", "the database is unreachable; retry later");
+        ld_respond_retry_after(r, 5);
+    } else {
+        ld_respond_error(r, 500, "internal", "%s failed: %s", what, ld_strerror(st));
+    }
+}
+
+/* The app of the path, as the key may see it: its id, or -1 with the answer prepared. */
+static int64_t app_for(ld_req *r, ld_db *db, const char *slug) {
+    if (r->who.kind != LD_KEY_ADMIN) {
+        if (strcmp(slug, r->who.app_slug) != 0) {
+            ld_respond_error(r, 403, "forbidden", "this key is for app \"%s\"", r->who.app_slug);
+            return -1;
+        }
+        return r->who.app_id;
+    }
+    const char *p[1] = {slug};
+    PGresult *res = NULL;
+    ld_status st = ld_db_exec(db, &res, "SELECT id FROM apps WHERE slug = $1", 1, p);
+    if (st != LD_OK) {
+        db_error(r, st, "looking up the app");
+        return -1;
+    }
+    int64_t id = PQntuples(res) ? strtoll(PQgetvalue(res, 0, 0), NULL, 10) : -1;
+    PQclear(res);
+    if (id < 0) ld_respond_error(r, 404, "not_found", "no app \"%s\"", slug);
+    return id;
+}
+
+#define GROUP_COLUMNS                                                                                               \
+    "g.id, g.signature, g.short_description, g.leaking_class, g.kind, g.library_pattern, g.occurrences, "          \
+    "g.leaked_objects, g.devices, " TS("g.first_seen") ", " TS("g.last_seen") ", g.first_version, g.last_version, " \
+    "g.first_build, g.last_build, g.status, g.fixed_in_build, g.grouping_version, g.last_seen, g.representative"
+
+static json_t *int_or_null(PGresult *res, int row, int col) {
+    return PQgetisnull(res, row, col) ? json_null() : json_integer(strtoll(PQgetvalue(res, row, col), NULL, 10));
+}
+
+static json_t *group_json(PGresult *res, int i) {
+    return json_pack("{s:s,s:s,s:s,s:s,s:o,s:I,s:I,s:I,s:s,s:s,s:s,s:s,s:I,s:I,s:s,s:o,s:i}",
+                     "signature", PQgetvalue(res, i, 1), "short_description", PQgetvalue(res, i, 2),
+                     "leaking_class", PQgetvalue(res, i, 3), "kind", PQgetvalue(res, i, 4),
+                     "library_pattern", PQgetisnull(res, i, 5) ? json_null() : json_string(PQgetvalue(res, i, 5)),
+                     "occurrences", (json_int_t)strtoll(PQgetvalue(res, i, 6), NULL, 10),
+                     "leaked_objects", (json_int_t)strtoll(PQgetvalue(res, i, 7), NULL, 10),
+                     "devices", (json_int_t)strtoll(PQgetvalue(res, i, 8), NULL, 10),
+                     "first_seen", PQgetvalue(res, i, 9), "last_seen", PQgetvalue(res, i, 10),
+                     "first_version", PQgetvalue(res, i, 11), "last_version", PQgetvalue(res, i, 12),
+                     "first_build", (json_int_t)strtoll(PQgetvalue(res, i, 13), NULL, 10),
+                     "last_build", (json_int_t)strtoll(PQgetvalue(res, i, 14), NULL, 10),
+                     "status", PQgetvalue(res, i, 15), "fixed_in_build", int_or_null(res, i, 16),
+                     "grouping_version", atoi(PQgetvalue(res, i, 17)));
+}
+
+/* Cursors are opaque to clients: hex of "<sort value>|<id>". */
+static void encode_cursor(const char *value, const char *id, char *out, size_t cap) {
+    char raw[256];
+    snprintf(raw, sizeof raw, "%s|%s", value, id);
+    size_t j = 0;
+    for (size_t i = 0; raw[i] && j + 2 < cap; i++) j += (size_t)snprintf(out + j, cap - j, "%02x", (unsigned char)raw[i]);
+    out[j] = 0;
+}
+
+static int decode_cursor(const char *c, char *value, size_t vcap, char *id, size_t icap) {
+    char raw[256];
+    size_t n = strlen(c);
+    if (n % 2 || n / 2 >= sizeof raw) return -1;
+    for (size_t i = 0; i < n / 2; i++) {
+        unsigned v;
+        if (!isxdigit((unsigned char)c[2 * i]) || !isxdigit((unsigned char)c[2 * i + 1]) || sscanf(c + 2 * i, "%2x", &v) != 1) return -1;
+        raw[i] = (char)v;
+    }
+    raw[n / 2] = 0;
+    char *bar = strrchr(raw, '|');
+    if (!bar || strlen(bar + 1) >= icap || (size_t)(bar - raw) >= vcap) return -1;
+    *bar = 0;
+    for (const char *p = bar + 1; *p; p++)
+        if (!isdigit((unsigned char)*p)) return -1;
+    memcpy(value, raw, (size_t)(bar - raw) + 1);
+    memcpy(id, bar + 1, strlen(bar + 1) + 1);
+    return 0;
+}
+
+/* GET /v1/apps/{app}/leaks and /v1/apps/{app}/versions/{version}/leaks */
+static void list_groups(ld_req *r, ld_db *db, int64_t app_id, const char *version_path, int only_new) {
+    const char *status = arg(r, "status"), *kind = arg(r, "kind"), *version = version_path ? version_path : arg(r, "version");
+    const char *sort = arg(r, "sort"), *limit_s = arg(r, "limit"), *cursor = arg(r, "cursor");
+    if (status && strcmp(status, "open") && strcmp(status, "ignored") && strcmp(status, "fixed") && strcmp(status, "regressed")) {
+        ld_respond_error(r, 400, "bad_request", "status must be open, ignored, fixed or regressed");
+        return;
+    }
+    if (kind && strcmp(kind, "application") && strcmp(kind, "library")) {
+        ld_respond_error(r, 400, "bad_request", "kind must be application or library");
+        return;
+    }
+    int by_occ = 0;
+    if (sort && strcmp(sort, "last_seen") != 0) {
+        if (strcmp(sort, "occurrences") != 0) {
+            ld_respond_error(r, 400, "bad_request", "sort must be last_seen or occurrences");
+            return;
+        }
+        by_occ = 1;
+    }
+    long limit = 50;
+    if (limit_s) {
+        char *end;
+        limit = strtol(limit_s, &end, 10);
+        if (*end || limit < 1 || limit > 200) {
+            ld_respond_error(r, 400, "bad_request", "limit must be 1 to 200");
+            return;
+        }
+    }
+    char cval[128] = "", cid[32] = "";
+    if (cursor && decode_cursor(cursor, cval, sizeof cval, cid, sizeof cid) != 0) {
+        ld_respond_error(r, 400, "bad_request", "invalid cursor");
+        return;
+    }
+    char app[32], lim[16];
+    snprintf(app, sizeof app, "%lld", (long long)app_id);
+    snprintf(lim, sizeof lim, "%ld", limit + 1);
+    const char *params[8] = {app, lim};
+    int np = 2;
+    char sql[2048];
+    int n = snprintf(sql, sizeof sql, "SELECT " GROUP_COLUMNS " FROM leak_groups g WHERE g.app_id = $1");
+    if (status) {
+        params[np++] = status;
+        n += snprintf(sql + n, sizeof sql - (size_t)n, " AND g.status = $%d", np);
+    }
+    if (kind) {
+        params[np++] = kind;
+        n += snprintf(sql + n, sizeof sql - (size_t)n, " AND g.kind = $%d", np);
+    }
+    if (version) {
+        params[np++] = version;
+        if (only_new) n += snprintf(sql + n, sizeof sql - (size_t)n, " AND g.first_version = $%d", np);
+        else
+            n += snprintf(sql + n, sizeof sql - (size_t)n,
+                          " AND EXISTS (SELECT 1 FROM occurrences o WHERE o.group_id = g.id AND o.app_version = $%d)", np);
+    }
+    if (cursor) {
+        params[np++] = cval;
+        params[np++] = cid;
+        if (by_occ) n += snprintf(sql + n, sizeof sql - (size_t)n, " AND (g.occurrences, g.id) < ($%d::bigint, $%d::bigint)", np - 1, np);
+        else n += snprintf(sql + n, sizeof sql - (size_t)n, " AND (g.last_seen, g.id) < ($%d::timestamptz, $%d::bigint)", np - 1, np);
+    }
+    snprintf(sql + n, sizeof sql - (size_t)n, by_occ ? " ORDER BY g.occurrences DESC, g.id DESC LIMIT $2" : " ORDER BY g.last_seen DESC, g.id DESC LIMIT $2");
+    PGresult *res = NULL;
+    ld_status st = ld_db_exec(db, &res, sql, np, params);
+    if (st != LD_OK) {
+        db_error(r, st, "listing leaks");
+        return;
+    }
+    json_t *items = json_array();
+    int rows = PQntuples(res);
+    for (int i = 0; i < rows && i < limit; i++) json_array_append_new(items, group_json(res, i));
+    json_t *next = json_null();
+    if (rows > limit) {
+        char c[600];
+        int last = (int)limit - 1;
+        /* the raw timestamptz text (column 18) keeps microseconds for an exact cursor */
+        encode_cursor(by_occ ? PQgetvalue(res, last, 6) : PQgetvalue(res, last, 18), PQgetvalue(res, last, 0), c, sizeof c);
+        json_decref(next);
+        next = json_string(c);
+    }
+    PQclear(res);
+    ld_respond_json(r, 200, json_pack("{s:o,s:o}", "leaks", items, "next_cursor", next));
+}
+
+/* The stored representative trace, with its LeakCanary-style text. */
+static json_t *trace_with_text(const char *rep_json) {
+    json_error_t je;
+    json_t *trace = json_loads(rep_json, 0, &je);
+    if (!trace) return json_null();
+    json_t *doc = json_pack("{s:i,s:[{s:s,s:s,s:i,s:[O]}]}", "format", 1, "leaks", "signature",
+                            "0000000000000000000000000000000000000000", "kind", "application", "count", 1, "traces", trace);
+    char *text = json_dumps(doc, JSON_COMPACT);
+    json_decref(doc);
+    lw_leak_report *rep = NULL;
+    char *rendered = NULL;
+    if (text && lw_leak_report_from_json(text, strlen(text), NULL, &rep, NULL) == LW_OK && rep->leak_count)
+        rendered = lw_trace_to_text(&rep->leaks[0].traces[0]);
+    free(text);
+    lw_leak_report_free(rep);
+    json_t *out = json_pack("{s:o,s:s}", "json", trace, "text", rendered ? rendered : "");
+    free(rendered);
+    return out;
+}
+
+static void get_group(ld_req *r, ld_db *db, int64_t app_id, const char *sig) {
+    char app[32];
+    snprintf(app, sizeof app, "%lld", (long long)app_id);
+    const char *p[2] = {app, sig};
+    PGresult *res = NULL;
+    ld_status st = ld_db_exec(db, &res, "SELECT " GROUP_COLUMNS " FROM leak_groups g WHERE g.app_id = $1 AND g.signature = $2", 2, p);
+    if (st != LD_OK) {
+        db_error(r, st, "reading the leak");
+        return;
+    }
+    if (PQntuples(res) == 0) {
+        PQclear(res);
+        ld_respond_error(r, 404, "not_found", "no leak with signature %s in this app", sig);
+        return;
+    }
+    json_t *g = group_json(res, 0);
+    json_object_set_new(g, "representative_trace", trace_with_text(PQgetvalue(res, 0, 19)));
+    char gid[32];
+    snprintf(gid, sizeof gid, "%s", PQgetvalue(res, 0, 0));
+    PQclear(res);
+    const char *q[1] = {gid};
+    st = ld_db_exec(db, &res,
+                    "SELECT app_version, count(*), sum(leaked_objects), max(build) FROM occurrences WHERE group_id = $1 "
+                    "GROUP BY app_version ORDER BY max(seen_at) DESC LIMIT 100", 1, q);
+    if (st != LD_OK) {
+        json_decref(g);
+        db_error(r, st, "reading versions");
+        return;
+    }
+    json_t *versions = json_array();
+    for (int i = 0; i < PQntuples(res); i++)
+        json_array_append_new(versions, json_pack("{s:s,s:I,s:I,s:I}", "app_version", PQgetvalue(res, i, 0), "occurrences",
+                                                  (json_int_t)strtoll(PQgetvalue(res, i, 1), NULL, 10), "leaked_objects",
+                                                  (json_int_t)strtoll(PQgetvalue(res, i, 2), NULL, 10), "build",
+                                                  (json_int_t)strtoll(PQgetvalue(res, i, 3), NULL, 10)));
+    PQclear(res);
+    json_object_set_new(g, "versions", versions);
+    st = ld_db_exec(db, &res,
+                    "SELECT report_id, " TS("seen_at") ", app_version, build, install_id, leaked_objects FROM occurrences "
+                    "WHERE group_id = $1 ORDER BY seen_at DESC LIMIT 20", 1, q);
+    if (st != LD_OK) {
+        json_decref(g);
+        db_error(r, st, "reading occurrences");
+        return;
+    }
+    json_t *recent = json_array();
+    for (int i = 0; i < PQntuples(res); i++)
+        json_array_append_new(recent, json_pack("{s:s,s:s,s:s,s:I,s:s,s:I}", "report_id", PQgetvalue(res, i, 0), "seen_at",
+                                                PQgetvalue(res, i, 1), "app_version", PQgetvalue(res, i, 2), "build",
+                                                (json_int_t)strtoll(PQgetvalue(res, i, 3), NULL, 10), "install_id",
+                                                PQgetvalue(res, i, 4), "leaked_objects",
+                                                (json_int_t)strtoll(PQgetvalue(res, i, 5), NULL, 10)));
+    PQclear(res);
+    json_object_set_new(g, "recent_occurrences", recent);
+    ld_respond_json(r, 200, g);
+}
+
+/* PATCH body: {"status": "open" | "ignored" | "fixed"} */
+typedef struct {
+    char buf[4096];
+    size_t len;
+    int too_big;
+    int64_t app_id;
+    char sig[64];
+} patch_state;
+
+static int patch_chunk(ld_req *r, const char *data, size_t len) {
+    patch_state *ps = r->state;
+    if (ps->len + len >= sizeof ps->buf) ps->too_big = 1;
+    else {
+        memcpy(ps->buf + ps->len, data, len);
+        ps->len += len;
+    }
+    return 0;
+}
+
+static void patch_end(ld_req *r) {
+    patch_state *ps = r->state;
+    if (ps->too_big) {
+        ld_respond_error(r, 413, "too_large", "the body is over 4 KiB");
+        return;
+    }
+    json_error_t je;
+    json_t *body = json_loadb(ps->buf, ps->len, 0, &je);
+    const char *status = body ? json_string_value(json_object_get(body, "status")) : NULL;
+    if (!status || (strcmp(status, "open") && strcmp(status, "ignored") && strcmp(status, "fixed"))) {
+        json_decref(body);
+        ld_respond_error(r, 400, "bad_request", "the body must be {\"status\": \"open\" | \"ignored\" | \"fixed\"}");
+        return;
+    }
+    ld_db *db = db_or_503(r);
+    if (db) {
+        char app[32];
+        snprintf(app, sizeof app, "%lld", (long long)ps->app_id);
+        const char *p[3] = {app, ps->sig, status};
+        PGresult *res = NULL;
+        /* Fixed records the highest build seen: only a greater build can regress it. */
+        ld_status st = ld_db_exec(db, &res,
+                                  "UPDATE leak_groups SET status = $3, fixed_in_build = CASE WHEN $3 = 'fixed' THEN last_build END "
+                                  "WHERE app_id = $1 AND signature = $2 RETURNING id",
+                                  3, p);
+        if (st != LD_OK) db_error(r, st, "updating the leak");
+        else if (PQntuples(res) == 0) ld_respond_error(r, 404, "not_found", "no leak with signature %s in this app", ps->sig);
+        else {
+            ld_info("leak %s of app %lld marked %s", ps->sig, (long long)ps->app_id, status);
+            get_group(r, db, ps->app_id, ps->sig);
+        }
+        PQclear(res);
+        ld_pool_put(r->srv->pool, db);
+    }
+    json_decref(body);
+}
+
+static void patch_cleanup(ld_req *r) {
+    free(r->state);
+    r->state = NULL;
+}
+
+static const ld_body_handler patch_body = {patch_chunk, patch_end, patch_cleanup};
+
+static int is_signature(const char *s) {
+    if (strlen(s) != 40) return 0;
+    for (int i = 0; i < 40; i++)
+        if (!isdigit((unsigned char)s[i]) && !(s[i] >= 'a' && s[i] <= 'f')) return 0;
+    return 1;
+}
+
+void ld_api_dispatch(ld_req *r) {
+    char seg[6][160];
+    int n = split_path(r->url, seg, 6);
+    int get = strcmp(r->method, "GET") == 0 || strcmp(r->method, "HEAD") == 0;
+    if (n == 1 && strcmp(seg[0], "healthz") == 0 && get) {
+        ld_respond_json(r, 200, json_pack("{s:s}", "status", "ok"));
+        return;
+    }
+    if (n == 1 && strcmp(seg[0], "readyz") == 0 && get) {
+        ld_db *db = ld_pool_get(r->srv->pool, 2000);
+        PGresult *res = NULL;
+        ld_status st = db ? ld_db_exec(db, &res, "SELECT 1", 0, NULL) : LD_ERR_UNAVAILABLE;
+        PQclear(res);
+        ld_pool_put(r->srv->pool, db);
+        if (st == LD_OK) ld_respond_json(r, 200, json_pack("{s:s}", "status", "ready"));
+        else {
+            ld_respond_json(r, 503, json_pack("{s:{s:s,s:s}}", "error", "code", "unavailable", "message", "the database is unreachable"));
+            ld_respond_retry_after(r, 5);
+        }
+        return;
+    }
+    if (n < 2 || strcmp(seg[0], "v1") != 0) {
+        ld_respond_error(r, 404, "not_found", "no such endpoint: %s", r->url);
+        return;
+    }
+    int patch = strcmp(r->method, "PATCH") == 0;
+    if (!get && !patch) {
+        ld_respond_error(r, 405, "method_not_allowed", "%s is not allowed here", r->method);
+        return;
+    }
+    if (ld_req_auth(r) != 0) return;
+    /* GET /v1/reports/{id} */
+    if (n == 3 && strcmp(seg[1], "reports") == 0 && get) {
+        if (r->who.kind == LD_KEY_ADMIN) {
+            ld_respond_error(r, 400, "bad_request", "use an app's read key to read its reports");
+            return;
+        }
+        ld_db *db = db_or_503(r);
+        if (!db) return;
+        json_t *obj = NULL;
+        ld_status st = ld_report_get(db, r->who.app_id, seg[2], &obj);
+        ld_pool_put(r->srv->pool, db);
+        if (st == LD_OK) ld_respond_json(r, 200, obj);
+        else if (st == LD_ERR_NOT_FOUND || st == LD_ERR_INVALID) ld_respond_error(r, 404, "not_found", "no report %s in this app", seg[2]);
+        else db_error(r, st, "reading the report");
+        return;
+    }
+    if (n < 4 || strcmp(seg[1], "apps") != 0) {
+        ld_respond_error(r, 404, "not_found", "no such endpoint: %s", r->url);
+        return;
+    }
+    if (r->who.kind == LD_KEY_INGEST) {
+        ld_respond_error(r, 403, "forbidden", "an ingest key can only upload; use a read key");
+        return;
+    }
+    if (patch && r->who.kind != LD_KEY_ADMIN) {
+        ld_respond_error(r, 403, "forbidden", "changing a leak's status needs an admin key");
+        return;
+    }
+    ld_db *db = db_or_503(r);
+    if (!db) return;
+    int64_t app_id = app_for(r, db, seg[2]);
+    if (app_id < 0) {
+        ld_pool_put(r->srv->pool, db);
+        return;
+    }
+    if (n == 4 && strcmp(seg[3], "leaks") == 0 && get) {
+        list_groups(r, db, app_id, NULL, 0);
+    } else if (n == 5 && strcmp(seg[3], "leaks") == 0 && is_signature(seg[4])) {
+        if (get) get_group(r, db, app_id, seg[4]);
+        else {
+            patch_state *ps = calloc(1, sizeof *ps);
+            if (!ps) ld_respond_error(r, 503, "unavailable", "out of memory");
+            else {
+                ps->app_id = app_id;
+                snprintf(ps->sig, sizeof ps->sig, "%s", seg[4]);
+                r->state = ps;
+                r->body = &patch_body;
+            }
+        }
+    } else if (n == 6 && strcmp(seg[3], "versions") == 0 && strcmp(seg[5], "leaks") == 0 && get) {
+        const char *nw = arg(r, "new");
+        list_groups(r, db, app_id, seg[4], nw && (strcmp(nw, "true") == 0 || strcmp(nw, "1") == 0));
+    } else if (n == 5 && strcmp(seg[3], "leaks") == 0) {
+        ld_respond_error(r, 400, "bad_request", "a signature is 40 lower-case hex digits");
+    } else {
+        ld_respond_error(r, 404, "not_found", "no such endpoint: %s", r->url);
+    }
+    ld_pool_put(r->srv->pool, db);
+}
+
+char *ld_metrics_render(ld_server *s) {
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    ld_metrics *m = &s->metrics;
+    fprintf(f, "# HELP leakd_http_requests_total HTTP requests answered, by status class.\n# TYPE leakd_http_requests_total counter\n");
+    for (int c = 1; c <= 5; c++)
+        fprintf(f, "leakd_http_requests_total{code=\"%dxx\"} %llu\n", c, (unsigned long long)atomic_load(&m->requests[c]));
+    fprintf(f, "# HELP leakd_reports_received_total Uploads, by outcome.\n# TYPE leakd_reports_received_total counter\n");
+    fprintf(f, "leakd_reports_received_total{outcome=\"accepted\"} %llu\n", (unsigned long long)atomic_load(&m->reports_accepted));
+    fprintf(f, "leakd_reports_received_total{outcome=\"repeated\"} %llu\n", (unsigned long long)atomic_load(&m->reports_repeated));
+    fprintf(f, "leakd_reports_received_total{outcome=\"refused\"} %llu\n", (unsigned long long)atomic_load(&m->reports_refused));
+    fprintf(f, "# HELP leakd_upload_bytes_total Body bytes of accepted uploads.\n# TYPE leakd_upload_bytes_total counter\n");
+    fprintf(f, "leakd_upload_bytes_total %llu\n", (unsigned long long)atomic_load(&m->upload_bytes));
+    fprintf(f, "# HELP leakd_unavailable_total Requests answered 503.\n# TYPE leakd_unavailable_total counter\n");
+    fprintf(f, "leakd_unavailable_total %llu\n", (unsigned long long)atomic_load(&m->unavailable));
+    fprintf(f, "# HELP leakd_workers_alive Analysis worker processes running.\n# TYPE leakd_workers_alive gauge\n");
+    fprintf(f, "leakd_workers_alive %d\n", atomic_load(&m->workers_alive));
+    ld_db *db = ld_pool_get(s->pool, 1000);
+    PGresult *res = NULL;
+    if (db && ld_db_exec(db, &res, "SELECT status, count(*) FROM reports GROUP BY status ORDER BY status", 0, NULL) == LD_OK) {
+        fprintf(f, "# HELP leakd_reports Reports stored, by status.\n# TYPE leakd_reports gauge\n");
+        for (int i = 0; i < PQntuples(res); i++)
+            fprintf(f, "leakd_reports{status=\"%s\"} %s\n", PQgetvalue(res, i, 0), PQgetvalue(res, i, 1));
+        fprintf(f, "leakd_database_up 1\n");
+    } else {
+        fprintf(f, "leakd_database_up 0\n");
+    }
+    PQclear(res);
+    ld_pool_put(s->pool, db);
+    fclose(f);
+    return buf;
+}

@@ -1,0 +1,202 @@
+/* config.c — defaults, LEAKD_* environment variables and flags, in that order. */
+#define _GNU_SOURCE
+#include "config.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+typedef enum { T_STR, T_INT, T_U64 } kind;
+
+typedef struct {
+    const char *env;   /* LEAKD_... */
+    const char *flag;  /* --... */
+    kind k;
+    size_t off;
+    size_t cap;        /* strings */
+    const char *dflt;
+    int64_t min;
+    const char *help;
+} setting;
+
+#define S(env, flag, field, dflt, help) {env, flag, T_STR, offsetof(ld_config, field), sizeof(((ld_config *)0)->field), dflt, 0, help}
+#define I(env, flag, field, dflt, min, help) {env, flag, T_INT, offsetof(ld_config, field), 0, dflt, min, help}
+#define U(env, flag, field, dflt, help) {env, flag, T_U64, offsetof(ld_config, field), 0, dflt, 0, help}
+
+static const setting settings[] = {
+    S("LEAKD_DATABASE_URL", "--database-url", database_url, "postgresql:///leakwatch", "PostgreSQL connection URL"),
+    S("LEAKD_LISTEN", "--listen", listen, "127.0.0.1:8080", "HTTP API address host:port"),
+    S("LEAKD_METRICS_LISTEN", "--metrics-listen", metrics_listen, "127.0.0.1:9090", "Prometheus /metrics address, or off"),
+    S("LEAKD_DATA_DIR", "--data-dir", data_dir, "./leakd-data", "where uploaded dumps are stored"),
+    S("LEAKD_MIGRATIONS_DIR", "--migrations-dir", migrations_dir, "", "the numbered SQL files (default: found beside the binary)"),
+    I("LEAKD_WORKERS", "--workers", workers, "0", 0, "analysis worker processes (0 = number of cores)"),
+    U("LEAKD_MAX_UPLOAD_BYTES", "--max-upload-bytes", max_upload_bytes, "1073741824", "largest request body accepted (413 above)"),
+    U("LEAKD_MAX_TRACES_BYTES", "--max-traces-bytes", max_traces_bytes, "8388608", "largest traces part"),
+    I("LEAKD_QUOTA_REPORTS_PER_MIN", "--quota-reports-per-min", quota_reports_per_min, "60", 0, "uploads per key per minute (0 = no limit)"),
+    U("LEAKD_QUOTA_BYTES_PER_DAY", "--quota-bytes-per-day", quota_bytes_per_day, "10737418240", "upload bytes per key per day (0 = no limit)"),
+    I("LEAKD_CONNECTION_LIMIT", "--connection-limit", connection_limit, "256", 1, "simultaneous HTTP connections"),
+    I("LEAKD_CONNECTION_TIMEOUT", "--connection-timeout", connection_timeout_s, "30", 1, "seconds an idle connection is kept"),
+    U("LEAKD_MIN_UPLOAD_RATE", "--min-upload-rate", min_upload_rate, "4096", "bytes/s an upload must keep up after its first 10 s"),
+    I("LEAKD_DB_POOL", "--db-pool", db_pool, "16", 1, "PostgreSQL connections for HTTP requests"),
+    I("LEAKD_SHUTDOWN_TIMEOUT", "--shutdown-timeout", shutdown_timeout_s, "8", 0, "seconds to finish on SIGTERM"),
+    I("LEAKD_RETENTION_DAYS", "--retention-days", retention_days, "90", 0, "reports older than this are deleted (0 = never)"),
+    U("LEAKD_ANALYSIS_MEMORY", "--analysis-memory", analysis_memory, "2147483648", "memory budget of one analysis (bytes)"),
+    I("LEAKD_ANALYSIS_TIMEOUT", "--analysis-timeout", analysis_timeout_s, "600", 1, "wall-clock limit of one analysis (s)"),
+    U("LEAKD_MAX_DECOMPRESSED_BYTES", "--max-decompressed-bytes", max_decompressed, "17179869184", "largest decompressed dump"),
+    I("LEAKD_MAX_ATTEMPTS", "--max-attempts", max_attempts, "3", 1, "analysis attempts before a report fails"),
+    I("LEAKD_LEASE_SECONDS", "--lease-seconds", lease_seconds, "60", 3, "a worker's lease on a report"),
+    S("LEAKD_CORS_ORIGINS", "--cors-origins", cors_origins, "", "origins allowed to call the API from a browser (comma-separated, or *)"),
+    S("LEAKD_TLS_CERT", "--tls-cert", tls_cert, "", "PEM certificate: serve HTTPS"),
+    S("LEAKD_TLS_KEY", "--tls-key", tls_key, "", "PEM private key for --tls-cert"),
+    S("LEAKD_LOG_LEVEL", "--log-level", log_level, "info", "debug, info, warn or error"),
+};
+
+const char ld_config_help[] =
+    "settings (flag, or environment variable; flags win):\n"
+    "  --database-url URL          LEAKD_DATABASE_URL           PostgreSQL URL (postgresql:///leakwatch)\n"
+    "  --listen HOST:PORT          LEAKD_LISTEN                 API address (127.0.0.1:8080)\n"
+    "  --metrics-listen HOST:PORT  LEAKD_METRICS_LISTEN         /metrics address or off (127.0.0.1:9090)\n"
+    "  --data-dir DIR              LEAKD_DATA_DIR               uploaded dumps (./leakd-data)\n"
+    "  --migrations-dir DIR        LEAKD_MIGRATIONS_DIR         SQL migrations (found beside the binary)\n"
+    "  --workers N                 LEAKD_WORKERS                analysis processes (number of cores)\n"
+    "  --max-upload-bytes N        LEAKD_MAX_UPLOAD_BYTES       413 above (1 GiB)\n"
+    "  --max-traces-bytes N        LEAKD_MAX_TRACES_BYTES       largest traces part (8 MiB)\n"
+    "  --quota-reports-per-min N   LEAKD_QUOTA_REPORTS_PER_MIN  per key, 429 above (60; 0 = none)\n"
+    "  --quota-bytes-per-day N     LEAKD_QUOTA_BYTES_PER_DAY    per key, 429 above (10 GiB; 0 = none)\n"
+    "  --connection-limit N        LEAKD_CONNECTION_LIMIT       simultaneous connections (256)\n"
+    "  --connection-timeout S      LEAKD_CONNECTION_TIMEOUT     idle connection timeout (30)\n"
+    "  --min-upload-rate N         LEAKD_MIN_UPLOAD_RATE        bytes/s after 10 s (4096)\n"
+    "  --db-pool N                 LEAKD_DB_POOL                database connections for requests (16)\n"
+    "  --shutdown-timeout S        LEAKD_SHUTDOWN_TIMEOUT       grace period on SIGTERM (8)\n"
+    "  --retention-days N          LEAKD_RETENTION_DAYS         delete older reports (90; 0 = never)\n"
+    "  --analysis-memory N         LEAKD_ANALYSIS_MEMORY        bytes per analysis (2 GiB)\n"
+    "  --analysis-timeout S        LEAKD_ANALYSIS_TIMEOUT       seconds per analysis (600)\n"
+    "  --max-decompressed-bytes N  LEAKD_MAX_DECOMPRESSED_BYTES largest decompressed dump (16 GiB)\n"
+    "  --max-attempts N            LEAKD_MAX_ATTEMPTS           analysis attempts (3)\n"
+    "  --lease-seconds S           LEAKD_LEASE_SECONDS          worker lease (60)\n"
+    "  --cors-origins LIST         LEAKD_CORS_ORIGINS           browser origins allowed (none)\n"
+    "  --tls-cert FILE             LEAKD_TLS_CERT               serve HTTPS with this certificate\n"
+    "  --tls-key FILE              LEAKD_TLS_KEY                and this key\n"
+    "  --log-level LEVEL           LEAKD_LOG_LEVEL              debug, info, warn, error (info)\n";
+
+static int set_value(ld_config *c, const setting *s, const char *v, const char *from, char *err, size_t cap) {
+    char *field = (char *)c + s->off;
+    if (s->k == T_STR) {
+        if (strlen(v) >= s->cap) {
+            snprintf(err, cap, "%s: value too long (%zu bytes at most)", from, s->cap - 1);
+            return -1;
+        }
+        strcpy(field, v);
+        return 0;
+    }
+    char *end;
+    errno = 0;
+    unsigned long long n = strtoull(v, &end, 10);
+    /* sizes may say K, M, G (binary) */
+    uint64_t mul = 1;
+    if (s->k == T_U64 && *end && !end[1]) {
+        if (*end == 'K' || *end == 'k') mul = 1ull << 10;
+        else if (*end == 'M' || *end == 'm') mul = 1ull << 20;
+        else if (*end == 'G' || *end == 'g') mul = 1ull << 30;
+        if (mul > 1) end++;
+    }
+    if (errno || end == v || *end || v[0] == '-' || (mul > 1 && n > UINT64_MAX / mul)) {
+        snprintf(err, cap, "%s: \"%s\" is not a %s", from, v, s->k == T_U64 ? "size (a number, optionally with K, M or G)" : "number");
+        return -1;
+    }
+    if (s->k == T_INT) {
+        if (n > INT_MAX || (int64_t)n < s->min) {
+            snprintf(err, cap, "%s: %s is out of range (at least %lld)", from, v, (long long)s->min);
+            return -1;
+        }
+        *(int *)field = (int)n;
+    } else {
+        *(uint64_t *)field = (uint64_t)n * mul;
+    }
+    return 0;
+}
+
+int ld_config_load(ld_config *c, int *argc, char **argv, char *err, size_t cap) {
+    memset(c, 0, sizeof *c);
+    size_t n = sizeof settings / sizeof settings[0];
+    for (size_t i = 0; i < n; i++)
+        if (set_value(c, &settings[i], settings[i].dflt, "default", err, cap)) return -1;
+    for (size_t i = 0; i < n; i++) {
+        const char *v = getenv(settings[i].env);
+        if (v && set_value(c, &settings[i], v, settings[i].env, err, cap)) return -1;
+    }
+    int out = 1;
+    for (int a = 1; a < *argc; a++) {
+        const char *arg = argv[a];
+        const setting *hit = NULL;
+        const char *value = NULL;
+        for (size_t i = 0; i < n && !hit; i++) {
+            size_t fl = strlen(settings[i].flag);
+            if (strncmp(arg, settings[i].flag, fl) == 0 && (arg[fl] == 0 || arg[fl] == '=')) {
+                hit = &settings[i];
+                value = arg[fl] == '=' ? arg + fl + 1 : NULL;
+            }
+        }
+        if (!hit) {
+            argv[out++] = argv[a];
+            continue;
+        }
+        if (!value) {
+            if (a + 1 >= *argc) {
+                snprintf(err, cap, "%s needs a value", hit->flag);
+                return -1;
+            }
+            value = argv[++a];
+        }
+        if (set_value(c, hit, value, hit->flag, err, cap)) return -1;
+    }
+    *argc = out;
+    argv[out] = NULL;
+    if (c->workers == 0) {
+        long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+        c->workers = cpus > 0 ? (int)cpus : 1;
+    }
+    if (!c->migrations_dir[0]) {
+        /* Beside the binary in a build or install tree, else the packaged location. */
+        char exe[1024];
+        ssize_t l = readlink("/proc/self/exe", exe, sizeof exe - 1);
+        const char *candidates[] = {"/../migrations", "/../../migrations", "/../share/leakd/migrations"};
+        if (l > 0) {
+            exe[l] = 0;
+            char *slash = strrchr(exe, '/');
+            if (slash) *slash = 0;
+            for (size_t i = 0; i < 3; i++) {
+                char path[2048];
+                snprintf(path, sizeof path, "%s%s/0001_init.sql", exe, candidates[i]);
+                if (access(path, R_OK) == 0) {
+                    snprintf(c->migrations_dir, sizeof c->migrations_dir, "%s%s", exe, candidates[i]);
+                    break;
+                }
+            }
+        }
+        if (!c->migrations_dir[0]) snprintf(c->migrations_dir, sizeof c->migrations_dir, "/usr/share/leakd/migrations");
+    }
+    if (!!c->tls_cert[0] != !!c->tls_key[0]) {
+        snprintf(err, cap, "LEAKD_TLS_CERT and LEAKD_TLS_KEY go together");
+        return -1;
+    }
+    return 0;
+}
+
+void ld_config_export(const ld_config *c) {
+    for (size_t i = 0; i < sizeof settings / sizeof settings[0]; i++) {
+        const setting *s = &settings[i];
+        const char *field = (const char *)c + s->off;
+        char buf[64];
+        if (s->k == T_STR) {
+            setenv(s->env, field, 1);
+            continue;
+        }
+        if (s->k == T_INT) snprintf(buf, sizeof buf, "%d", *(const int *)field);
+        else snprintf(buf, sizeof buf, "%llu", (unsigned long long)*(const uint64_t *)field);
+        setenv(s->env, buf, 1);
+    }
+}

@@ -1,0 +1,439 @@
+/* db.c — leakd's PostgreSQL connection over libpq: connect in UTC, typed errors by SQLSTATE,
+ * transactions, reconnect-once, and LISTEN/NOTIFY waits. */
+#define _POSIX_C_SOURCE 200809L
+
+#include "db.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define LD_DB_ERR_CAP 1024
+#define LD_DB_MAX_CHANNELS 8
+#define LD_DB_CHANNEL_MAX 63 /* NAMEDATALEN - 1 */
+
+struct ld_db {
+    PGconn *conn;
+    int broken; /* a ROLLBACK failed: reset before the next use */
+    char err[LD_DB_ERR_CAP];
+    char sqlstate[6];
+    size_t n_channels; /* LISTENed channels, re-LISTENed after a reconnect */
+    char channels[LD_DB_MAX_CHANNELS][LD_DB_CHANNEL_MAX + 1];
+};
+
+const char *ld_strerror(ld_status st)
+{
+    switch (st) {
+    case LD_OK: return "ok";
+    case LD_ERR_UNAVAILABLE: return "database unavailable";
+    case LD_ERR_NOT_FOUND: return "not found";
+    case LD_ERR_CONFLICT: return "already exists";
+    case LD_ERR_INVALID: return "invalid input";
+    case LD_ERR_INTERNAL: return "internal error";
+    case LD_ERR_NOMEM: return "out of memory";
+    case LD_ERR_SCHEMA: return "database schema mismatch";
+    }
+    return "unknown error";
+}
+
+/* Copies `msg` into db->err without its trailing newlines. */
+static void set_err(ld_db *db, const char *msg)
+{
+    size_t len;
+
+    snprintf(db->err, sizeof db->err, "%s", msg ? msg : "");
+    len = strlen(db->err);
+    while (len > 0 && (db->err[len - 1] == '\n' || db->err[len - 1] == ' '))
+        db->err[--len] = '\0';
+    if (len == 0)
+        snprintf(db->err, sizeof db->err, "unknown libpq error");
+}
+
+ld_status ld_db_fail(ld_db *db, ld_status st, const char *fmt, ...)
+{
+    va_list ap;
+
+    if (!db)
+        return st;
+    va_start(ap, fmt);
+    vsnprintf(db->err, sizeof db->err, fmt, ap);
+    va_end(ap);
+    db->sqlstate[0] = '\0';
+    return st;
+}
+
+const char *ld_db_error(const ld_db *db)
+{
+    if (!db || db->err[0] == '\0')
+        return "no error";
+    return db->err;
+}
+
+const char *ld_db_sqlstate(const ld_db *db)
+{
+    return db ? db->sqlstate : "";
+}
+
+PGconn *ld_db_conn(ld_db *db)
+{
+    return db ? db->conn : NULL;
+}
+
+/* The status a SQLSTATE maps to (see db.h). */
+static ld_status classify_sqlstate(const char *st)
+{
+    if (strncmp(st, "08", 2) == 0)           /* connection exception */
+        return LD_ERR_UNAVAILABLE;
+    if (strcmp(st, "57P01") == 0 ||          /* admin_shutdown */
+        strcmp(st, "57P02") == 0 ||          /* crash_shutdown */
+        strcmp(st, "57P03") == 0 ||          /* cannot_connect_now (starting up) */
+        strcmp(st, "53300") == 0 ||          /* too_many_connections */
+        strcmp(st, "40001") == 0 ||          /* serialization_failure */
+        strcmp(st, "40P01") == 0)            /* deadlock_detected */
+        return LD_ERR_UNAVAILABLE;
+    if (strcmp(st, "23505") == 0)            /* unique_violation */
+        return LD_ERR_CONFLICT;
+    if (strcmp(st, "23514") == 0 || strncmp(st, "22", 2) == 0) /* check violation, data exception */
+        return LD_ERR_INVALID;
+    return LD_ERR_INTERNAL;
+}
+
+ld_status ld_db_classify(ld_db *db, const PGresult *res)
+{
+    const char *state;
+    ld_status st;
+
+    if (!db)
+        return LD_ERR_INTERNAL;
+    db->sqlstate[0] = '\0';
+    if (!db->conn) {
+        set_err(db, "not connected");
+        return LD_ERR_UNAVAILABLE;
+    }
+    if (!res) {
+        /* No result at all: out of memory, or the query could not be sent. */
+        set_err(db, PQerrorMessage(db->conn));
+        return PQstatus(db->conn) == CONNECTION_BAD ? LD_ERR_UNAVAILABLE : LD_ERR_NOMEM;
+    }
+    switch (PQresultStatus(res)) {
+    case PGRES_COMMAND_OK:
+    case PGRES_TUPLES_OK:
+    case PGRES_EMPTY_QUERY:
+    case PGRES_COPY_IN:
+    case PGRES_COPY_OUT:
+    case PGRES_COPY_BOTH:
+    case PGRES_SINGLE_TUPLE:
+        return LD_OK;
+    default:
+        break;
+    }
+    set_err(db, PQresultErrorMessage(res));
+    state = PQresultErrorField(res, PG_DIAG_SQLSTATE);
+    if (state && strlen(state) == 5) {
+        memcpy(db->sqlstate, state, 6);
+        st = classify_sqlstate(state);
+        /* A server error on a connection that then died is still an outage. */
+        if (st == LD_ERR_INTERNAL && PQstatus(db->conn) == CONNECTION_BAD)
+            st = LD_ERR_UNAVAILABLE;
+        return st;
+    }
+    /* libpq's own errors carry no SQLSTATE: a lost connection, or a protocol problem. */
+    if (PQstatus(db->conn) == CONNECTION_BAD)
+        return LD_ERR_UNAVAILABLE;
+    return LD_ERR_INTERNAL;
+}
+
+/* Server notices ("relation already exists, skipping", the FATAL of a killed backend) are
+ * not errors; a library does not print them (libpq's default writes to stderr). */
+static void ignore_notice(void *arg, const char *message)
+{
+    (void)arg;
+    (void)message;
+}
+
+/* Session settings that a PQreset would lose: UTC (enforced even when the URL's `options`
+ * replaced ours) and the LISTENed channels. */
+static ld_status session_setup(ld_db *db)
+{
+    const char *tz = PQparameterStatus(db->conn, "TimeZone");
+    PGresult *res;
+    ld_status st;
+    size_t i;
+
+    if (!tz || (strcmp(tz, "UTC") != 0 && strcmp(tz, "Etc/UTC") != 0)) {
+        res = PQexec(db->conn, "SET TimeZone = 'UTC'");
+        st = ld_db_classify(db, res);
+        PQclear(res);
+        if (st != LD_OK)
+            return st;
+    }
+    for (i = 0; i < db->n_channels; i++) {
+        char *ident = PQescapeIdentifier(db->conn, db->channels[i], strlen(db->channels[i]));
+        char sql[LD_DB_CHANNEL_MAX * 2 + 16];
+
+        if (!ident)
+            return ld_db_fail(db, LD_ERR_NOMEM, "escaping channel name: %s", PQerrorMessage(db->conn));
+        snprintf(sql, sizeof sql, "LISTEN %s", ident);
+        PQfreemem(ident);
+        res = PQexec(db->conn, sql);
+        st = ld_db_classify(db, res);
+        PQclear(res);
+        if (st != LD_OK)
+            return st;
+    }
+    return LD_OK;
+}
+
+ld_db *ld_db_connect(const char *url, char *err, size_t err_cap)
+{
+    /* Ours first, the URL last: libpq keeps the last value of a repeated keyword, so
+     * whatever the URL says wins (application_name, connect_timeout, options). */
+    const char *const keys[] = {"application_name", "connect_timeout", "options",
+                                "client_encoding", "dbname", NULL};
+    const char *vals[] = {"leakd", "5", "-c TimeZone=UTC", "UTF8", url, NULL};
+    ld_db *db = NULL;
+
+    if (err && err_cap)
+        err[0] = '\0';
+    if (!url || !*url) {
+        if (err && err_cap)
+            snprintf(err, err_cap, "no database URL given");
+        return NULL;
+    }
+    db = calloc(1, sizeof *db);
+    if (!db) {
+        if (err && err_cap)
+            snprintf(err, err_cap, "out of memory");
+        return NULL;
+    }
+    db->conn = PQconnectdbParams(keys, vals, 1);
+    if (!db->conn || PQstatus(db->conn) != CONNECTION_OK) {
+        set_err(db, db->conn ? PQerrorMessage(db->conn) : "out of memory");
+        goto fail;
+    }
+    PQsetNoticeProcessor(db->conn, ignore_notice, NULL); /* kept across PQreset */
+    if (session_setup(db) != LD_OK)
+        goto fail;
+    db->err[0] = '\0';
+    return db;
+
+fail:
+    if (err && err_cap)
+        snprintf(err, err_cap, "%s", db->err);
+    ld_db_close(db);
+    return NULL;
+}
+
+void ld_db_close(ld_db *db)
+{
+    if (!db)
+        return;
+    if (db->conn)
+        PQfinish(db->conn);
+    free(db);
+}
+
+ld_status ld_db_check(ld_db *db)
+{
+    PGresult *res;
+    ld_status st;
+
+    if (!db || !db->conn)
+        return LD_ERR_UNAVAILABLE;
+    if (!db->broken && PQstatus(db->conn) == CONNECTION_OK) {
+        /* A transaction someone left open makes the connection unusable for the next user. */
+        if (PQtransactionStatus(db->conn) == PQTRANS_INTRANS ||
+            PQtransactionStatus(db->conn) == PQTRANS_INERROR)
+            ld_db_rollback(db);
+        if (!db->broken && PQstatus(db->conn) == CONNECTION_OK) {
+            /* libpq learns that the server went away only by talking to it. */
+            res = PQexec(db->conn, "SELECT 1");
+            st = ld_db_classify(db, res);
+            PQclear(res);
+            if (st == LD_OK)
+                return LD_OK;
+        }
+    }
+    PQreset(db->conn);
+    if (PQstatus(db->conn) != CONNECTION_OK) {
+        set_err(db, PQerrorMessage(db->conn));
+        return LD_ERR_UNAVAILABLE;
+    }
+    db->broken = 0;
+    st = session_setup(db);
+    if (st != LD_OK)
+        return st == LD_ERR_NOMEM ? st : LD_ERR_UNAVAILABLE;
+    return LD_OK;
+}
+
+static ld_status exec_result(ld_db *db, PGresult *res, PGresult **out)
+{
+    ld_status st = ld_db_classify(db, res);
+
+    if (st != LD_OK || !out) {
+        PQclear(res);
+        return st;
+    }
+    *out = res;
+    return LD_OK;
+}
+
+ld_status ld_db_exec(ld_db *db, PGresult **out, const char *sql, int n, const char *const *params)
+{
+    if (out)
+        *out = NULL;
+    if (!db || !sql || n < 0 || (n > 0 && !params))
+        return db ? ld_db_fail(db, LD_ERR_INTERNAL, "ld_db_exec: bad arguments") : LD_ERR_INTERNAL;
+    if (!db->conn)
+        return ld_db_fail(db, LD_ERR_UNAVAILABLE, "not connected");
+    return exec_result(db, PQexecParams(db->conn, sql, n, NULL, params, NULL, NULL, 0), out);
+}
+
+ld_status ld_db_exec_script(ld_db *db, const char *sql)
+{
+    if (!db || !sql)
+        return db ? ld_db_fail(db, LD_ERR_INTERNAL, "ld_db_exec_script: bad arguments") : LD_ERR_INTERNAL;
+    if (!db->conn)
+        return ld_db_fail(db, LD_ERR_UNAVAILABLE, "not connected");
+    return exec_result(db, PQexec(db->conn, sql), NULL);
+}
+
+ld_status ld_db_begin(ld_db *db)
+{
+    return ld_db_exec(db, NULL, "BEGIN", 0, NULL);
+}
+
+ld_status ld_db_commit(ld_db *db)
+{
+    PGresult *res = NULL;
+    ld_status st = ld_db_exec(db, &res, "COMMIT", 0, NULL);
+
+    /* COMMIT of a failed transaction "succeeds" with the tag ROLLBACK. */
+    if (st == LD_OK && strcmp(PQcmdStatus(res), "ROLLBACK") == 0)
+        st = ld_db_fail(db, LD_ERR_INTERNAL, "COMMIT rolled back a failed transaction");
+    PQclear(res);
+    return st;
+}
+
+void ld_db_rollback(ld_db *db)
+{
+    PGresult *res;
+
+    if (!db || !db->conn || PQstatus(db->conn) != CONNECTION_OK)
+        return;
+    if (PQtransactionStatus(db->conn) == PQTRANS_IDLE)
+        return;
+    res = PQexec(db->conn, "ROLLBACK");
+    if (PQresultStatus(res) != PGRES_COMMAND_OK)
+        db->broken = 1; /* ld_db_check reconnects */
+    PQclear(res);
+}
+
+ld_status ld_db_listen(ld_db *db, const char *channel)
+{
+    size_t len, i;
+    char *ident = NULL;
+    char sql[LD_DB_CHANNEL_MAX * 2 + 16];
+    ld_status st;
+
+    if (!db || !channel)
+        return db ? ld_db_fail(db, LD_ERR_INTERNAL, "ld_db_listen: bad arguments") : LD_ERR_INTERNAL;
+    len = strlen(channel);
+    if (len == 0 || len > LD_DB_CHANNEL_MAX)
+        return ld_db_fail(db, LD_ERR_INVALID, "channel name must be 1..%d bytes", LD_DB_CHANNEL_MAX);
+    if (!db->conn)
+        return ld_db_fail(db, LD_ERR_UNAVAILABLE, "not connected");
+    for (i = 0; i < db->n_channels; i++)
+        if (strcmp(db->channels[i], channel) == 0)
+            break;
+    if (i == db->n_channels && db->n_channels == LD_DB_MAX_CHANNELS)
+        return ld_db_fail(db, LD_ERR_INVALID, "at most %d channels per connection", LD_DB_MAX_CHANNELS);
+
+    ident = PQescapeIdentifier(db->conn, channel, len);
+    if (!ident)
+        return ld_db_fail(db, LD_ERR_NOMEM, "escaping channel name: %s", PQerrorMessage(db->conn));
+    snprintf(sql, sizeof sql, "LISTEN %s", ident);
+    PQfreemem(ident);
+    st = ld_db_exec(db, NULL, sql, 0, NULL);
+    if (st == LD_OK && i == db->n_channels) {
+        memcpy(db->channels[i], channel, len + 1);
+        db->n_channels++;
+    }
+    return st;
+}
+
+/* Frees every queued notification; 1 when there was one. */
+static int drain_notifies(PGconn *conn)
+{
+    PGnotify *n;
+    int got = 0;
+
+    while ((n = PQnotifies(conn)) != NULL) {
+        got = 1;
+        PQfreemem(n);
+    }
+    return got;
+}
+
+static long long now_ms(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+int ld_db_wait(ld_db *db, int timeout_ms)
+{
+    long long deadline;
+    struct pollfd pfd;
+    int sock, rc;
+
+    if (!db || !db->conn || PQstatus(db->conn) != CONNECTION_OK)
+        return -1;
+    /* Notifications may already be buffered (they arrive with any query's results). */
+    if (!PQconsumeInput(db->conn)) {
+        set_err(db, PQerrorMessage(db->conn));
+        return -1;
+    }
+    if (drain_notifies(db->conn))
+        return 1;
+    sock = PQsocket(db->conn);
+    if (sock < 0) {
+        set_err(db, "no socket");
+        return -1;
+    }
+    deadline = now_ms() + (timeout_ms > 0 ? timeout_ms : 0);
+    for (;;) {
+        long long left = timeout_ms < 0 ? -1 : deadline - now_ms();
+
+        if (timeout_ms >= 0 && left < 0)
+            left = 0;
+        pfd.fd = sock;
+        pfd.events = POLLIN;
+        pfd.revents = 0;
+        rc = poll(&pfd, 1, (int)left);
+        if (rc < 0) {
+            if (errno == EINTR)
+                continue;
+            ld_db_fail(db, LD_ERR_UNAVAILABLE, "poll: %s", strerror(errno));
+            return -1;
+        }
+        if (rc == 0)
+            return 0;
+        if (!PQconsumeInput(db->conn)) {
+            set_err(db, PQerrorMessage(db->conn));
+            return -1;
+        }
+        if (drain_notifies(db->conn))
+            return 1;
+        if (PQstatus(db->conn) != CONNECTION_OK)
+            return -1;
+        if (timeout_ms >= 0 && now_ms() >= deadline)
+            return 0;
+    }
+}

@@ -1,0 +1,454 @@
+/* ingest.c — POST /v1/reports. The key, Content-Type, Content-Length, quota and free disk
+ * are judged from the headers; then the multipart body streams through: `meta` (buffered,
+ * at most 64 KiB) and one data part — `heap` to a temp file in the data dir, `traces` to a
+ * bounded buffer. leakd answers 202 only once the blob is fsynced and renamed and the
+ * report row committed; on any failure the client gets an error and nothing stays behind. */
+#define _GNU_SOURCE
+#include <ctype.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <unistd.h>
+
+#include "apps.h"
+#include "grouping.h"
+#include "leakcore.h"
+#include "log.h"
+#include "multipart.h"
+#include "reports.h"
+#include "server.h"
+
+#define META_MAX (64u << 10)
+
+typedef struct {
+    ld_mp *mp;
+    int part;                 /* parts begun */
+    int failed;               /* a response is prepared; the rest of the body is only drained */
+    char want[8];             /* "heap" or "traces": the data part meta announced */
+    /* meta */
+    char *meta;
+    size_t meta_len;
+    json_t *meta_json;
+    char report_id[37];
+    char app_version[129];
+    long long build;
+    char install_id[65];
+    int64_t app_id;
+    char app_slug[65];
+    /* data */
+    int in_data;
+    int fd;
+    char tmp_path[1200];
+    uint64_t data_bytes;
+    char *traces;
+    size_t traces_len;
+} ingest;
+
+static void fail(ld_req *r, unsigned status, const char *code, const char *msg) {
+    ingest *in = r->state;
+    if (in->failed) return;
+    in->failed = 1;
+    ld_respond_error(r, status, code, "%s", msg);
+}
+
+/* Validates meta; returns 0 or prepares the answer. */
+static int check_meta(ld_req *r) {
+    ingest *in = r->state;
+    json_error_t je;
+    char msg[512];
+    in->meta_json = json_loadb(in->meta, in->meta_len, JSON_REJECT_DUPLICATES, &je);
+    if (!in->meta_json || !json_is_object(in->meta_json)) {
+        snprintf(msg, sizeof msg, "meta is not a JSON object (line %d: %s)", je.line, in->meta_json ? "not an object" : je.text);
+        fail(r, 400, "bad_meta", msg);
+        return -1;
+    }
+    json_t *m = in->meta_json;
+    const char *id = json_string_value(json_object_get(m, "report_id"));
+    const char *app = json_string_value(json_object_get(m, "app"));
+    const char *mode = json_string_value(json_object_get(m, "mode"));
+    json_t *ver = json_object_get(m, "app_version"), *build = json_object_get(m, "build");
+    json_t *device = json_object_get(m, "device");
+    if (!id || !ld_uuid_valid(id)) {
+        fail(r, 400, "bad_meta", "meta.report_id must be a lower-case UUID");
+        return -1;
+    }
+    if (!app) {
+        fail(r, 400, "bad_meta", "meta.app is required");
+        return -1;
+    }
+    if (!mode || (strcmp(mode, "heap") != 0 && strcmp(mode, "traces") != 0)) {
+        fail(r, 400, "bad_meta", "meta.mode must be \"heap\" or \"traces\"");
+        return -1;
+    }
+    if (ver && (!json_is_string(ver) || json_string_length(ver) > 128)) {
+        fail(r, 400, "bad_meta", "meta.app_version must be a string of at most 128 bytes");
+        return -1;
+    }
+    if (build && (!json_is_integer(build) || json_integer_value(build) < 0)) {
+        fail(r, 400, "bad_meta", "meta.build must be a non-negative integer");
+        return -1;
+    }
+    const char *install = device && json_is_object(device) ? json_string_value(json_object_get(device, "install_id")) : NULL;
+    if (install && strlen(install) > 64) {
+        fail(r, 400, "bad_meta", "meta.device.install_id must be at most 64 bytes");
+        return -1;
+    }
+    snprintf(in->report_id, sizeof in->report_id, "%s", id);
+    snprintf(in->app_version, sizeof in->app_version, "%s", ver ? json_string_value(ver) : "");
+    in->build = build ? json_integer_value(build) : 0;
+    snprintf(in->install_id, sizeof in->install_id, "%s", install ? install : "");
+    snprintf(in->want, sizeof in->want, "%s", mode);
+    if (r->who.kind == LD_KEY_ADMIN) {
+        ld_db *db = ld_pool_get(r->srv->pool, 5000);
+        ld_status st = db ? ld_app_id(db, app, &in->app_id) : LD_ERR_UNAVAILABLE;
+        ld_pool_put(r->srv->pool, db);
+        if (st == LD_ERR_NOT_FOUND) {
+            snprintf(msg, sizeof msg, "no app \"%.64s\"", app);
+            fail(r, 403, "forbidden", msg);
+            return -1;
+        }
+        if (st != LD_OK) {
+            fail(r, 503, "unavailable", "the database is unreachable; retry later");
+            ld_respond_retry_after(r, 10);
+            return -1;
+        }
+        snprintf(in->app_slug, sizeof in->app_slug, "%s", app);
+    } else {
+        if (strcmp(app, r->who.app_slug) != 0) {
+            snprintf(msg, sizeof msg, "this key uploads for app \"%s\", not \"%.64s\"", r->who.app_slug, app);
+            fail(r, 403, "forbidden", msg);
+            return -1;
+        }
+        in->app_id = r->who.app_id;
+        snprintf(in->app_slug, sizeof in->app_slug, "%s", r->who.app_slug);
+    }
+    return 0;
+}
+
+static int on_part_begin(void *user, const char *name, const char *ctype) {
+    ld_req *r = user;
+    ingest *in = r->state;
+    in->part++;
+    if (in->failed) return 0;
+    char msg[256];
+    if (in->part == 1) {
+        if (strcmp(name, "meta") != 0) {
+            snprintf(msg, sizeof msg, "the first part must be \"meta\", not \"%.40s\"", name);
+            fail(r, 400, "bad_multipart", msg);
+        } else if (strcmp(ctype, "application/json") != 0) {
+            fail(r, 415, "unsupported_media_type", "the meta part must be application/json");
+        }
+        return 0;
+    }
+    if (in->part > 2) {
+        fail(r, 400, "bad_multipart", "exactly one data part (heap or traces) must follow meta");
+        return 0;
+    }
+    if (strcmp(name, "heap") != 0 && strcmp(name, "traces") != 0) {
+        snprintf(msg, sizeof msg, "unknown part \"%.40s\": expected heap or traces", name);
+        fail(r, 400, "bad_multipart", msg);
+        return 0;
+    }
+    if (strcmp(name, in->want) != 0) {
+        snprintf(msg, sizeof msg, "meta.mode is \"%s\" but the data part is \"%s\"", in->want, name);
+        fail(r, 400, "mode_mismatch", msg);
+        return 0;
+    }
+    const char *want_type = strcmp(name, "heap") == 0 ? "application/zstd" : "application/json";
+    if (strcmp(ctype, want_type) != 0) {
+        snprintf(msg, sizeof msg, "the %s part must be %s, not \"%.60s\"", name, want_type, ctype);
+        fail(r, 415, "unsupported_media_type", msg);
+        return 0;
+    }
+    in->in_data = 1;
+    if (strcmp(name, "heap") == 0) {
+        snprintf(in->tmp_path, sizeof in->tmp_path, "%s/upload-XXXXXX", r->srv->tmp_dir);
+        in->fd = mkostemp(in->tmp_path, O_CLOEXEC);
+        if (in->fd < 0) {
+            in->tmp_path[0] = 0;
+            ld_error("cannot create a temp file in %s: %s", r->srv->tmp_dir, strerror(errno));
+            fail(r, 503, "unavailable", "the server cannot store the upload now; retry later");
+            ld_respond_retry_after(r, 30);
+        }
+    }
+    return 0;
+}
+
+static int on_part_data(void *user, const void *data, size_t len) {
+    ld_req *r = user;
+    ingest *in = r->state;
+    if (in->failed) return 0;
+    if (in->part == 1) {
+        if (in->meta_len + len > META_MAX) {
+            fail(r, 413, "too_large", "the meta part is over 64 KiB");
+            return 0;
+        }
+        char *n = realloc(in->meta, in->meta_len + len + 1);
+        if (!n) {
+            fail(r, 503, "unavailable", "out of memory");
+            return 0;
+        }
+        in->meta = n;
+        memcpy(in->meta + in->meta_len, data, len);
+        in->meta_len += len;
+        return 0;
+    }
+    if (!in->in_data) return 0;
+    if (in->fd >= 0) {
+        const char *p = data;
+        size_t left = len;
+        while (left) {
+            ssize_t w = write(in->fd, p, left);
+            if (w < 0 && errno == EINTR) continue;
+            if (w < 0) {
+                ld_error("writing %s: %s", in->tmp_path, strerror(errno));
+                fail(r, 503, "unavailable", "the server cannot store the upload now; retry later");
+                ld_respond_retry_after(r, 60);
+                return 0;
+            }
+            p += w;
+            left -= (size_t)w;
+        }
+        in->data_bytes += len;
+        return 0;
+    }
+    if (in->traces_len + len > r->srv->cfg.max_traces_bytes) {
+        fail(r, 413, "too_large", "the traces part is over the server's limit (LEAKD_MAX_TRACES_BYTES)");
+        return 0;
+    }
+    char *n = realloc(in->traces, in->traces_len + len + 1);
+    if (!n) {
+        fail(r, 503, "unavailable", "out of memory");
+        return 0;
+    }
+    in->traces = n;
+    memcpy(in->traces + in->traces_len, data, len);
+    in->traces_len += len;
+    in->data_bytes += len;
+    return 0;
+}
+
+static int on_part_end(void *user) {
+    ld_req *r = user;
+    ingest *in = r->state;
+    if (in->failed) return 0;
+    if (in->part == 1) check_meta(r);
+    return 0;
+}
+
+static const ld_mp_callbacks mp_callbacks = {on_part_begin, on_part_data, on_part_end};
+
+static int on_chunk(ld_req *r, const char *data, size_t len) {
+    ingest *in = r->state;
+    if (in->failed && in->part > 0) return 0; /* drain: the answer is decided */
+    if (ld_mp_feed(in->mp, data, len) < 0 && !in->failed) fail(r, 400, "bad_multipart", ld_mp_error(in->mp));
+    return 0;
+}
+
+static void cleanup(ld_req *r) {
+    ingest *in = r->state;
+    if (!in) return;
+    if (in->fd >= 0) close(in->fd);
+    if (in->tmp_path[0]) unlink(in->tmp_path);
+    ld_mp_free(in->mp);
+    json_decref(in->meta_json);
+    free(in->meta);
+    free(in->traces);
+    free(in);
+    r->state = NULL;
+}
+
+static int fsync_dir(const char *dir) {
+    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0) return -1;
+    int rc = fsync(fd);
+    close(fd);
+    return rc;
+}
+
+/* Answers with the stored report object: 202 for a new one, 200 for a repeat. */
+static void answer_report(ld_req *r, ld_db *db, int created) {
+    ingest *in = r->state;
+    json_t *obj = NULL;
+    ld_status st = ld_report_get(db, in->app_id, in->report_id, &obj);
+    if (st != LD_OK) {
+        ld_respond_error(r, 503, "unavailable", "stored, but the report cannot be read back now");
+        ld_respond_retry_after(r, 5);
+        return;
+    }
+    ld_respond_json(r, created ? 202 : 200, obj);
+    atomic_fetch_add(created ? &r->srv->metrics.reports_accepted : &r->srv->metrics.reports_repeated, 1);
+    if (created) atomic_fetch_add(&r->srv->metrics.upload_bytes, r->body_bytes);
+    ld_info("report %s of %s (%s, %llu bytes) %s", in->report_id, in->app_slug, in->want,
+            (unsigned long long)in->data_bytes, created ? "accepted" : "was already stored");
+}
+
+static void store_heap(ld_req *r, ld_db *db, ld_report_in *rin) {
+    ingest *in = r->state;
+    char dir[1300], final[1400], rel[180];
+    snprintf(rel, sizeof rel, "blobs/%s/%s.hprof.zst", in->app_slug, in->report_id);
+    snprintf(dir, sizeof dir, "%s/%s", r->srv->blob_dir, in->app_slug);
+    snprintf(final, sizeof final, "%s/%s", r->srv->cfg.data_dir, rel);
+    /* A repeat of a stored report: answer with it, store nothing. */
+    json_t *existing = NULL;
+    if (ld_report_get(db, in->app_id, in->report_id, &existing) == LD_OK) {
+        json_decref(existing);
+        answer_report(r, db, 0);
+        return;
+    }
+    if (fsync(in->fd) != 0 || close(in->fd) != 0) {
+        in->fd = -1;
+        ld_error("fsync %s: %s", in->tmp_path, strerror(errno));
+        ld_respond_error(r, 503, "unavailable", "the server cannot store the upload now; retry later");
+        ld_respond_retry_after(r, 60);
+        return;
+    }
+    in->fd = -1;
+    if (mkdir(dir, 0750) != 0 && errno != EEXIST) {
+        ld_error("mkdir %s: %s", dir, strerror(errno));
+        ld_respond_error(r, 503, "unavailable", "the server cannot store the upload now; retry later");
+        ld_respond_retry_after(r, 60);
+        return;
+    }
+    /* An orphan blob of the same id (a crash between rename and commit) is replaced. */
+    if (rename(in->tmp_path, final) != 0 || fsync_dir(dir) != 0) {
+        ld_error("rename %s -> %s: %s", in->tmp_path, final, strerror(errno));
+        ld_respond_error(r, 503, "unavailable", "the server cannot store the upload now; retry later");
+        ld_respond_retry_after(r, 60);
+        return;
+    }
+    in->tmp_path[0] = 0;
+    rin->blob_path = rel;
+    rin->blob_bytes = (int64_t)in->data_bytes;
+    int created = 0;
+    ld_status st = ld_report_insert_queued(db, rin, &created);
+    if (st == LD_OK) {
+        answer_report(r, db, created);
+        return;
+    }
+    /* Not committed: the blob must not stay behind (a retry will bring it again). */
+    unlink(final);
+    if (st == LD_ERR_CONFLICT) {
+        ld_respond_error(r, 409, "conflict", "this report_id belongs to another app");
+    } else {
+        ld_respond_error(r, 503, "unavailable", "the report could not be recorded (%s); retry later", ld_strerror(st));
+        ld_respond_retry_after(r, 10);
+    }
+}
+
+static void store_traces(ld_req *r, ld_db *db, ld_report_in *rin) {
+    ingest *in = r->state;
+    lw_leak_report *rep = NULL;
+    lw_error err = {0};
+    lw_json_limits lim = {r->srv->cfg.max_traces_bytes, 1000, 100, 10000, 64 << 10};
+    if (lw_leak_report_from_json(in->traces ? in->traces : "", in->traces_len, &lim, &rep, &err) != LW_OK) {
+        ld_respond_error(r, err.status == LW_ERR_LIMIT ? 413 : 400, "bad_traces", "%s", err.message);
+        return;
+    }
+    char msg[512];
+    ld_status st = ld_trace_validate(rep, msg, sizeof msg);
+    if (st != LD_OK) {
+        lw_leak_report_free(rep);
+        ld_respond_error(r, 400, "bad_traces", "%s", msg);
+        return;
+    }
+    int created = 0;
+    st = ld_report_insert_traces(db, rin, rep, &created);
+    lw_leak_report_free(rep);
+    if (st == LD_OK) answer_report(r, db, created);
+    else if (st == LD_ERR_CONFLICT) ld_respond_error(r, 409, "conflict", "this report_id belongs to another app");
+    else {
+        ld_respond_error(r, 503, "unavailable", "the report could not be recorded (%s); retry later", ld_strerror(st));
+        ld_respond_retry_after(r, 10);
+    }
+}
+
+static void on_end(ld_req *r) {
+    ingest *in = r->state;
+    if (in->failed) return;
+    if (ld_mp_finish(in->mp) != 0) {
+        fail(r, 400, "bad_multipart", ld_mp_error(in->mp));
+        return;
+    }
+    if (!in->meta_json) {
+        fail(r, 400, "bad_multipart", "the meta part is missing");
+        return;
+    }
+    if (in->part < 2) {
+        fail(r, 400, "bad_multipart", "the data part (heap or traces) is missing");
+        return;
+    }
+    char *meta_text = json_dumps(in->meta_json, JSON_COMPACT);
+    ld_report_in rin = {in->report_id, in->app_id, in->want, in->app_version, in->build, in->install_id, meta_text, NULL, 0};
+    ld_db *db = ld_pool_get(r->srv->pool, 10000);
+    if (!db) {
+        ld_respond_error(r, 503, "unavailable", "the database is unreachable; retry later");
+        ld_respond_retry_after(r, 10);
+    } else if (strcmp(in->want, "heap") == 0) {
+        store_heap(r, db, &rin);
+    } else {
+        store_traces(r, db, &rin);
+    }
+    ld_pool_put(r->srv->pool, db);
+    free(meta_text);
+}
+
+static const ld_body_handler ingest_body = {on_chunk, on_end, cleanup};
+
+void ld_ingest_begin(ld_req *r) {
+    ld_server *s = r->srv;
+    if (ld_req_auth(r) != 0) return;
+    if (r->who.kind == LD_KEY_READ) {
+        ld_respond_error(r, 403, "forbidden", "a read key cannot upload reports; use the app's ingest key");
+        return;
+    }
+    const char *ctype = ld_req_header(r, "Content-Type");
+    char boundary[80];
+    if (!ctype || ld_mp_boundary(ctype, boundary, sizeof boundary) != 0) {
+        ld_respond_error(r, 415, "unsupported_media_type", "the body must be multipart/form-data with a boundary");
+        return;
+    }
+    const char *clen = ld_req_header(r, "Content-Length");
+    if (!clen) {
+        ld_respond_error(r, 411, "length_required", "Content-Length is required");
+        return;
+    }
+    char *end;
+    errno = 0;
+    unsigned long long length = strtoull(clen, &end, 10);
+    if (errno || end == clen || *end) {
+        ld_respond_error(r, 400, "bad_request", "Content-Length is not a number");
+        return;
+    }
+    if (length > s->cfg.max_upload_bytes) {
+        ld_respond_error(r, 413, "too_large", "the body is %llu bytes; this server accepts at most %llu", length,
+                         (unsigned long long)s->cfg.max_upload_bytes);
+        return;
+    }
+    int wait = ld_quota_take(s->quota, r->who.key_id, length);
+    if (wait) {
+        ld_respond_error(r, 429, "rate_limited", "this key's upload quota is spent; retry in %d s", wait);
+        ld_respond_retry_after(r, wait);
+        return;
+    }
+    struct statvfs vfs;
+    if (statvfs(s->cfg.data_dir, &vfs) == 0 && (uint64_t)vfs.f_bavail * vfs.f_frsize < length + (64ull << 20)) {
+        ld_respond_error(r, 503, "unavailable", "the server's disk is full; retry later");
+        ld_respond_retry_after(r, 300);
+        return;
+    }
+    ingest *in = calloc(1, sizeof *in);
+    if (!in) {
+        ld_respond_error(r, 503, "unavailable", "out of memory");
+        return;
+    }
+    in->fd = -1;
+    r->state = in;
+    r->body = &ingest_body;
+    in->mp = ld_mp_new(boundary, NULL, &mp_callbacks, r);
+    if (!in->mp) fail(r, 503, "unavailable", "out of memory");
+}

@@ -1,0 +1,283 @@
+/* main.c — leakd: `serve` runs the HTTP API and supervises the analysis workers; `migrate`
+ * and the app/key commands administer the database. */
+#define _GNU_SOURCE
+#include <dirent.h>
+#include <errno.h>
+#include <signal.h>
+#include <spawn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "admin.h"
+#include "leakcore.h"
+#include "log.h"
+#include "migrate.h"
+#include "queue.h"
+#include "reports.h"
+#include "server.h"
+#include "worker.h"
+
+#define LEAKD_VERSION "0.1.0"
+
+extern char **environ;
+
+static const char usage[] =
+    "usage: leakd <command> [settings]\n"
+    "\n"
+    "Leakwatch's server: receives leak reports, analyzes heap dumps, groups leaks, serves the API.\n"
+    "\n"
+    "commands:\n"
+    "  serve                       run the HTTP API and the analysis workers\n"
+    "  migrate                     apply pending database migrations\n"
+    "  app create NAME             create an app; prints its first ingest and read keys\n"
+    "  app list                    list apps\n"
+    "  key create APP KIND         a new key: KIND is ingest or read (APP is the app's name)\n"
+    "  key create --admin          a new admin key (every app, and PATCH)\n"
+    "  key revoke KEY_ID           revoke a key by its id (the number in lw_<kind>_<id>_...)\n"
+    "  --version, --help\n"
+    "\n";
+
+/* ---- serve ------------------------------------------------------------------------------- */
+
+typedef struct {
+    pid_t pid;
+    double started;
+    int restarts;
+} worker_slot;
+
+static double mono(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
+}
+
+static pid_t spawn_worker(void) {
+    char exe[1024];
+    ssize_t l = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (l <= 0) return -1;
+    exe[l] = 0;
+    char *argv[] = {exe, "worker", NULL};
+    pid_t pid;
+    posix_spawnattr_t attr;
+    posix_spawnattr_init(&attr);
+    sigset_t none;
+    sigemptyset(&none);
+    posix_spawnattr_setsigmask(&attr, &none);
+    posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK);
+    int rc = posix_spawn(&pid, exe, NULL, &attr, argv, environ);
+    posix_spawnattr_destroy(&attr);
+    return rc == 0 ? pid : -1;
+}
+
+static void release_leases(ld_server *s, pid_t pid) {
+    char owner[200];
+    ld_worker_owner(pid, owner, sizeof owner);
+    ld_db *db = ld_pool_get(s->pool, 5000);
+    if (!db) {
+        ld_warn("cannot release the leases of %s now: database unreachable (they expire by themselves)", owner);
+        return;
+    }
+    int64_t n = 0;
+    if (ld_jobs_release_owner(db, owner, &n) == LD_OK && n > 0) ld_info("released %lld report(s) held by %s", (long long)n, owner);
+    ld_pool_put(s->pool, db);
+}
+
+static void purge_old(ld_server *s) {
+    if (s->cfg.retention_days <= 0) return;
+    ld_db *db = ld_pool_get(s->pool, 5000);
+    if (!db) return;
+    int64_t n = 0;
+    char **paths = NULL;
+    size_t np = 0;
+    if (ld_retention_purge(db, s->cfg.retention_days, &n, &paths, &np) == LD_OK) {
+        for (size_t i = 0; i < np; i++) {
+            char full[2400];
+            snprintf(full, sizeof full, "%s/%s", s->cfg.data_dir, paths[i]);
+            if (unlink(full) != 0 && errno != ENOENT) ld_warn("retention: cannot delete %s: %s", full, strerror(errno));
+        }
+        ld_blob_paths_free(paths, np);
+        if (n) ld_info("retention: deleted %lld report(s) older than %d days", (long long)n, s->cfg.retention_days);
+    }
+    ld_pool_put(s->pool, db);
+}
+
+static void clean_tmp(const char *dir) {
+    DIR *d = opendir(dir);
+    if (!d) return;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        if (strncmp(e->d_name, "upload-", 7) && strncmp(e->d_name, "result-", 7) && strncmp(e->d_name, "leakcore-", 9)) continue;
+        char p[2400];
+        snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
+        unlink(p);
+    }
+    closedir(d);
+}
+
+static int serve(ld_server *s) {
+    ld_config *c = &s->cfg;
+    snprintf(s->blob_dir, sizeof s->blob_dir, "%s/blobs", c->data_dir);
+    snprintf(s->tmp_dir, sizeof s->tmp_dir, "%s/tmp", c->data_dir);
+    if ((mkdir(c->data_dir, 0750) && errno != EEXIST) || (mkdir(s->blob_dir, 0750) && errno != EEXIST) ||
+        (mkdir(s->tmp_dir, 0750) && errno != EEXIST)) {
+        ld_error("cannot create the data directory %s: %s", c->data_dir, strerror(errno));
+        return 1;
+    }
+    clean_tmp(s->tmp_dir); /* partial uploads of a previous run */
+    char err[1024];
+    ld_db *db = ld_db_connect(c->database_url, err, sizeof err);
+    if (!db) {
+        ld_error("cannot connect to the database: %s", err);
+        return 1;
+    }
+    int latest = 0;
+    ld_status st = ld_migrations_latest(c->migrations_dir, &latest, err, sizeof err);
+    if (st == LD_OK) st = ld_schema_check(db, latest, err, sizeof err);
+    ld_db_close(db);
+    if (st != LD_OK) {
+        ld_error("%s", err);
+        return 1;
+    }
+    s->pool = ld_pool_new(c->database_url, c->db_pool);
+    s->quota = ld_quota_new(c->quota_reports_per_min, c->quota_bytes_per_day);
+    s->auth = s->pool ? ld_auth_new(s->pool, err, sizeof err) : NULL;
+    if (!s->pool || !s->quota || !s->auth) {
+        ld_error("cannot start: %s", s->auth ? "out of memory" : err);
+        return 1;
+    }
+    /* Signals are taken by this thread with sigtimedwait; every thread inherits the mask. */
+    sigset_t sigs;
+    sigemptyset(&sigs);
+    sigaddset(&sigs, SIGTERM);
+    sigaddset(&sigs, SIGINT);
+    sigaddset(&sigs, SIGCHLD);
+    sigaddset(&sigs, SIGHUP);
+    pthread_sigmask(SIG_BLOCK, &sigs, NULL);
+    signal(SIGPIPE, SIG_IGN);
+    ld_config_export(c);
+    worker_slot *workers = calloc((size_t)c->workers, sizeof *workers);
+    for (int i = 0; i < c->workers; i++) {
+        workers[i].pid = spawn_worker();
+        workers[i].started = mono();
+        if (workers[i].pid > 0) atomic_fetch_add(&s->metrics.workers_alive, 1);
+        else ld_error("cannot start worker %d: %s", i, strerror(errno));
+    }
+    if (ld_http_start(s, err, sizeof err) != 0) {
+        ld_error("%s", err);
+        for (int i = 0; i < c->workers; i++)
+            if (workers[i].pid > 0) kill(workers[i].pid, SIGTERM);
+        free(workers);
+        return 1;
+    }
+    ld_info("leakd %s serving on %s (metrics %s), %d worker(s), data in %s", LEAKD_VERSION, c->listen, c->metrics_listen,
+            c->workers, c->data_dir);
+    double last_keys = mono(), last_purge = 0;
+    for (;;) {
+        struct timespec tick = {1, 0};
+        int sig = sigtimedwait(&sigs, NULL, &tick);
+        if (sig == SIGTERM || sig == SIGINT) {
+            ld_info("%s: shutting down (up to %d s)", sig == SIGTERM ? "SIGTERM" : "SIGINT", c->shutdown_timeout_s);
+            break;
+        }
+        /* Reap dead workers: free their leases at once and start new ones. */
+        int status;
+        pid_t pid;
+        while ((pid = waitpid(-1, &status, WNOHANG)) > 0) {
+            for (int i = 0; i < c->workers; i++) {
+                if (workers[i].pid != pid) continue;
+                atomic_fetch_sub(&s->metrics.workers_alive, 1);
+                if (WIFSIGNALED(status)) ld_error("worker %d died of signal %d; restarting it", pid, WTERMSIG(status));
+                else ld_error("worker %d exited with status %d; restarting it", pid, WEXITSTATUS(status));
+                release_leases(s, pid);
+                /* A worker that keeps dying is restarted less and less often. */
+                workers[i].restarts = mono() - workers[i].started < 10 ? workers[i].restarts + 1 : 0;
+                workers[i].pid = 0;
+                workers[i].started = mono() + (workers[i].restarts > 3 ? 10 : 0);
+            }
+        }
+        for (int i = 0; i < c->workers; i++)
+            if (workers[i].pid == 0 && mono() >= workers[i].started) {
+                workers[i].pid = spawn_worker();
+                workers[i].started = mono();
+                if (workers[i].pid > 0) atomic_fetch_add(&s->metrics.workers_alive, 1);
+            }
+        if (mono() - last_keys >= 10) {
+            last_keys = mono();
+            ld_auth_refresh(s->auth);
+        }
+        if (mono() - last_purge >= 3600) {
+            last_purge = mono();
+            purge_old(s);
+        }
+    }
+    ld_http_stop(s);
+    for (int i = 0; i < c->workers; i++)
+        if (workers[i].pid > 0) kill(workers[i].pid, SIGTERM);
+    double deadline = mono() + c->shutdown_timeout_s;
+    for (;;) {
+        int alive = 0;
+        for (int i = 0; i < c->workers; i++) {
+            if (workers[i].pid <= 0) continue;
+            if (waitpid(workers[i].pid, NULL, WNOHANG) == workers[i].pid) workers[i].pid = 0;
+            else alive++;
+        }
+        if (!alive) break;
+        if (mono() > deadline) {
+            for (int i = 0; i < c->workers; i++)
+                if (workers[i].pid > 0) {
+                    ld_warn("worker %d did not stop in time: killing it", workers[i].pid);
+                    kill(workers[i].pid, SIGKILL);
+                    waitpid(workers[i].pid, NULL, 0);
+                    release_leases(s, workers[i].pid);
+                    workers[i].pid = 0;
+                }
+            break;
+        }
+        struct timespec nap = {0, 50 * 1000 * 1000};
+        nanosleep(&nap, NULL);
+    }
+    free(workers);
+    ld_auth_free(s->auth);
+    ld_quota_free(s->quota);
+    ld_pool_free(s->pool);
+    ld_info("stopped");
+    return 0;
+}
+
+int main(int argc, char **argv) {
+    if (argc < 2 || strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "help") == 0) {
+        fputs(usage, argc < 2 ? stderr : stdout);
+        fputs(ld_config_help, argc < 2 ? stderr : stdout);
+        return argc < 2 ? 2 : 0;
+    }
+    if (strcmp(argv[1], "--version") == 0) {
+        printf("leakd %s (libleakcore %s)\n", LEAKD_VERSION, lw_core_version());
+        return 0;
+    }
+    static ld_server server;
+    char err[1024];
+    if (ld_config_load(&server.cfg, &argc, argv, err, sizeof err) != 0) {
+        fprintf(stderr, "leakd: %s\n", err);
+        return 2;
+    }
+    const char *cmd = argv[1];
+    if (strcmp(cmd, "serve") == 0) {
+        if (argc != 2) {
+            fprintf(stderr, "leakd serve: unexpected argument %s\n\n%s", argv[2], usage);
+            return 2;
+        }
+        ld_log_init("serve", server.cfg.log_level);
+        return serve(&server);
+    }
+    if (strcmp(cmd, "worker") == 0) {
+        ld_log_init("worker", server.cfg.log_level);
+        return ld_worker_main(&server.cfg);
+    }
+    ld_log_init(cmd, server.cfg.log_level);
+    return ld_admin_main(server.cfg.database_url, server.cfg.migrations_dir, argc - 1, argv + 1, stdout, stderr);
+}

@@ -1,0 +1,176 @@
+/* queue.c — the analysis queue: claim with SKIP LOCKED, leases, retries, completion. */
+#define _POSIX_C_SOURCE 200809L
+
+#include "queue.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "grouping.h"
+
+void ld_job_clear(ld_job *job) {
+    if (!job) return;
+    free(job->app_slug);
+    free(job->blob_path);
+    free(job->app_version);
+    free(job->install_id);
+    memset(job, 0, sizeof *job);
+}
+
+/* A failure worth one more try: a serialization failure or deadlock leaves the connection
+ * up, whereas a lost connection does not. */
+static int retryable(ld_db *db, ld_status st) {
+    PGconn *c = ld_db_conn(db);
+    return st == LD_ERR_UNAVAILABLE && c && PQstatus(c) == CONNECTION_OK;
+}
+
+static char *dup_value(const PGresult *res, int col) {
+    return strdup(PQgetisnull(res, 0, col) ? "" : PQgetvalue(res, 0, col));
+}
+
+ld_status ld_job_claim(ld_db *db, const char *owner, int lease_seconds, ld_job *job) {
+    if (!db || !owner || !*owner || lease_seconds < 1 || !job) return LD_ERR_INVALID;
+    memset(job, 0, sizeof *job);
+    ld_status st;
+    PGresult *res = NULL;
+    char lease[16];
+    snprintf(lease, sizeof lease, "%d", lease_seconds);
+    const char *p[] = {owner, lease};
+    /* The status IN (...) term matches the partial index reports_queue. */
+    st = ld_db_exec(db, &res,
+                    "WITH next AS ("
+                    "  SELECT app_id, id FROM reports"
+                    "  WHERE status IN ('queued', 'analyzing')"
+                    "    AND (status = 'queued' OR lease_until IS NULL OR lease_until < now())"
+                    "  ORDER BY received_at, id LIMIT 1 FOR UPDATE SKIP LOCKED)"
+                    " UPDATE reports r SET status = 'analyzing', attempts = r.attempts + 1,"
+                    "   lease_owner = $1, lease_until = now() + make_interval(secs => $2::int)"
+                    " FROM next, apps a"
+                    " WHERE r.app_id = next.app_id AND r.id = next.id AND a.id = r.app_id"
+                    " RETURNING r.app_id, r.id, a.slug, r.blob_path, r.blob_bytes, r.attempts, r.app_version,"
+                    "   r.build, r.install_id",
+                    2, p);
+    if (st != LD_OK) goto out;
+    if (PQntuples(res) != 1) {
+        st = LD_ERR_NOT_FOUND;
+        goto out;
+    }
+    job->app_id = strtoll(PQgetvalue(res, 0, 0), NULL, 10);
+    snprintf(job->report_id, sizeof job->report_id, "%s", PQgetvalue(res, 0, 1));
+    job->blob_bytes = strtoll(PQgetvalue(res, 0, 4), NULL, 10);
+    job->attempts = (int)strtol(PQgetvalue(res, 0, 5), NULL, 10);
+    job->build = strtoll(PQgetvalue(res, 0, 7), NULL, 10);
+    job->app_slug = dup_value(res, 2);
+    job->blob_path = dup_value(res, 3);
+    job->app_version = dup_value(res, 6);
+    job->install_id = dup_value(res, 8);
+    if (!job->app_slug || !job->blob_path || !job->app_version || !job->install_id) {
+        /* The row stays 'analyzing' under our lease; it expires and is claimed again. */
+        ld_job_clear(job);
+        st = LD_ERR_NOMEM;
+    }
+
+out:
+    PQclear(res);
+    return st;
+}
+
+/* Runs `sql` whose $1..$3 are (app_id, report_id, owner) and whose WHERE clause holds the
+ * lease check, with `extra` more parameters from $5 on ($4 = the job's attempts). LD_OK when
+ * it changed the row, LD_ERR_NOT_FOUND when the lease was not ours. */
+static ld_status leased_update(ld_db *db, const ld_job *job, const char *owner, const char *sql, int extra,
+                               const char *const *params) {
+    if (!db || !job || !owner) return LD_ERR_INVALID;
+    char app[32], attempts[16];
+    const char *p[8] = {0};
+    if (extra < 0 || extra > 4) return LD_ERR_INVALID;
+    snprintf(app, sizeof app, "%" PRId64, job->app_id);
+    snprintf(attempts, sizeof attempts, "%d", job->attempts);
+    p[0] = app;
+    p[1] = job->report_id;
+    p[2] = owner;
+    p[3] = attempts;
+    for (int i = 0; i < extra; i++) p[4 + i] = params[i];
+    PGresult *res = NULL;
+    ld_status st = ld_db_exec(db, &res, sql, 4 + extra, p);
+    if (st == LD_OK && strcmp(PQcmdTuples(res), "1") != 0) st = LD_ERR_NOT_FOUND;
+    PQclear(res);
+    return st;
+}
+
+#define LEASE_IS_OURS                                                                                              \
+    " WHERE app_id = $1 AND id = $2::uuid AND status = 'analyzing' AND lease_owner = $3 AND attempts = $4::int"
+
+ld_status ld_job_renew(ld_db *db, const ld_job *job, const char *owner, int lease_seconds) {
+    if (lease_seconds < 1) return LD_ERR_INVALID;
+    char lease[16];
+    snprintf(lease, sizeof lease, "%d", lease_seconds);
+    const char *p[] = {lease};
+    return leased_update(db, job, owner,
+                         "UPDATE reports SET lease_until = now() + make_interval(secs => $5::int)" LEASE_IS_OURS, 1, p);
+}
+
+ld_status ld_job_release(ld_db *db, const ld_job *job, const char *owner, int refund) {
+    const char *p[] = {refund ? "1" : "0"};
+    return leased_update(db, job, owner,
+                         "UPDATE reports SET status = 'queued', lease_owner = NULL, lease_until = NULL,"
+                         " attempts = GREATEST(attempts - $5::int, 0)" LEASE_IS_OURS,
+                         1, p);
+}
+
+ld_status ld_job_fail(ld_db *db, const ld_job *job, const char *owner, const char *error, int permanent,
+                      int max_attempts) {
+    char max[16];
+    snprintf(max, sizeof max, "%d", max_attempts);
+    const char *p[] = {error ? error : "", permanent ? "1" : "0", max};
+    return leased_update(db, job, owner,
+                         "UPDATE reports SET error = $5, lease_owner = NULL, lease_until = NULL,"
+                         " status = CASE WHEN $6::int = 1 OR attempts >= $7::int THEN 'failed' ELSE 'queued' END"
+                         LEASE_IS_OURS,
+                         3, p);
+}
+
+/* One attempt of ld_job_complete's transaction. */
+static ld_status complete_once(ld_db *db, const ld_job *job, const char *owner, const lw_leak_report *rep,
+                               const char *json) {
+    char nleaks[32];
+    snprintf(nleaks, sizeof nleaks, "%zu", rep->leak_count);
+    const char *p[] = {json, nleaks};
+    ld_status st = ld_db_begin(db);
+    if (st != LD_OK) return st;
+    st = leased_update(db, job, owner,
+                       "UPDATE reports SET status = 'done', result = $5::jsonb, leaks_found = $6::int,"
+                       " analyzed_at = now(), error = NULL, lease_owner = NULL, lease_until = NULL" LEASE_IS_OURS,
+                       2, p);
+    if (st == LD_OK)
+        st = ld_group_report(db, job->app_id, job->report_id, job->app_version, job->build, job->install_id, rep);
+    if (st == LD_OK) st = ld_db_commit(db);
+    else ld_db_rollback(db);
+    return st;
+}
+
+ld_status ld_job_complete(ld_db *db, const ld_job *job, const char *owner, const lw_leak_report *rep) {
+    if (!db || !job || !owner || !rep) return LD_ERR_INVALID;
+    char *json = lw_leak_report_to_json(rep, 0);
+    if (!json) return LD_ERR_NOMEM;
+    ld_status st = complete_once(db, job, owner, rep, json);
+    if (retryable(db, st)) st = complete_once(db, job, owner, rep, json);
+    free(json);
+    return st;
+}
+
+ld_status ld_jobs_release_owner(ld_db *db, const char *owner, int64_t *n) {
+    if (!db || !owner) return LD_ERR_INVALID;
+    if (n) *n = 0;
+    PGresult *res = NULL;
+    const char *p[] = {owner};
+    ld_status st = ld_db_exec(db, &res,
+                              "UPDATE reports SET status = 'queued', lease_owner = NULL, lease_until = NULL"
+                              " WHERE status = 'analyzing' AND lease_owner = $1",
+                              1, p);
+    if (st == LD_OK && n) *n = strtoll(PQcmdTuples(res), NULL, 10);
+    PQclear(res);
+    return st;
+}

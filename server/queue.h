@@ -1,0 +1,63 @@
+/* queue.h — the analysis queue (ARCHITECTURE step 8): a heap report is its own job.
+ * Workers claim the oldest claimable report with FOR UPDATE SKIP LOCKED and hold a lease
+ * (owner + expiry) that they renew; every later step first checks that the lease is still
+ * theirs, so a worker that lost its lease never writes a result. */
+#ifndef LD_QUEUE_H
+#define LD_QUEUE_H
+
+#include <stdint.h>
+
+#include "db.h"
+#include "leakcore.h"
+
+/* A claimed report. The strings are owned by the job (ld_job_clear frees them). */
+typedef struct ld_job {
+    int64_t app_id;
+    char report_id[37];
+    char *app_slug;
+    char *blob_path;    /* relative to LEAKD_DATA_DIR */
+    int64_t blob_bytes;
+    int attempts;       /* including this claim */
+    char *app_version;
+    int64_t build;
+    char *install_id;
+} ld_job;
+
+void ld_job_clear(ld_job *job); /* frees the strings, zeroes the job; NULL is a no-op */
+
+/* Claims, in one statement, the oldest report (by received_at) that is 'queued' or
+ * 'analyzing' with an expired lease, skipping rows other workers hold locked: status
+ * 'analyzing', attempts + 1, lease_owner = `owner` ("host:pid"), lease_until = now() +
+ * `lease_seconds`. Overwrites *job (clear a previous job first) and fills it on LD_OK
+ * (ld_job_clear it); on any error *job is zeroed. LD_ERR_NOT_FOUND when nothing is claimable.
+ * A job whose lease expired comes back with its attempts counted: the worker fails it
+ * (ld_job_fail) when job->attempts > max_attempts instead of analyzing it again. */
+ld_status ld_job_claim(ld_db *db, const char *owner, int lease_seconds, ld_job *job);
+
+/* Extends the lease to now() + `lease_seconds`. LD_ERR_NOT_FOUND when the lease was lost
+ * (another owner, another claim, or no longer analyzing). The lease is identified by
+ * (owner, job->attempts). */
+ld_status ld_job_renew(ld_db *db, const ld_job *job, const char *owner, int lease_seconds);
+
+/* Puts the job back to 'queued' and clears the lease; `refund` = 1 gives back the attempt
+ * (shutdown: the analysis was killed, not at fault). LD_ERR_NOT_FOUND when not ours. */
+ld_status ld_job_release(ld_db *db, const ld_job *job, const char *owner, int refund);
+
+/* Records a failed attempt with `error`: 'failed' when `permanent` (e.g. a parse error) or
+ * attempts >= `max_attempts`, else back to 'queued' (the error text is kept). Lease cleared.
+ * LD_ERR_NOT_FOUND when not ours. */
+ld_status ld_job_fail(ld_db *db, const ld_job *job, const char *owner, const char *error, int permanent,
+                      int max_attempts);
+
+/* In one transaction: checks the lease is still ours (else LD_ERR_NOT_FOUND and nothing is
+ * written), sets 'done' with result = `rep` as trace JSON, leaks_found and analyzed_at,
+ * clears the lease and error, and groups the leaks (ld_group_report) with the job's app
+ * version, build and install id. Retried once after a serialization failure or deadlock.
+ * `rep` is borrowed. */
+ld_status ld_job_complete(ld_db *db, const ld_job *job, const char *owner, const lw_leak_report *rep);
+
+/* The supervisor's cleanup after a worker died: every report leased by `owner` goes back to
+ * 'queued' at once (attempts kept: the crash used one). *n = how many (may be NULL). */
+ld_status ld_jobs_release_owner(ld_db *db, const char *owner, int64_t *n);
+
+#endif

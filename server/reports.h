@@ -1,0 +1,57 @@
+/* reports.h — the reports table: idempotent insert of uploaded reports (queued heap
+ * reports; traces reports, grouped at once), the report object of the API, and retention. */
+#ifndef LD_REPORTS_H
+#define LD_REPORTS_H
+
+#include <jansson.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "db.h"
+#include "leakcore.h"
+
+/* A report as ingest stores it. All strings are borrowed. */
+typedef struct ld_report_in {
+    const char *report_id;   /* lower-case UUID text, made on the device */
+    int64_t app_id;
+    const char *mode;        /* "heap" or "traces" */
+    const char *app_version; /* NULL = "" */
+    int64_t build;
+    const char *install_id;  /* meta.device.install_id; NULL = "" (unknown device) */
+    const char *meta_json;   /* the upload's meta object, JSON text */
+    const char *blob_path;   /* relative to LEAKD_DATA_DIR; NULL for traces reports */
+    int64_t blob_bytes;
+} ld_report_in;
+
+/* 1 when `s` is a lower-case UUID in its canonical 8-4-4-4-12 form, else 0. */
+int ld_uuid_valid(const char *s);
+
+/* Inserts a heap report with status 'queued' and, in the same statement, NOTIFY
+ * leakd_reports so idle workers wake up (delivered at commit). *created = 1 when inserted,
+ * 0 when this app already has a report with this id (nothing changed). LD_ERR_CONFLICT
+ * when the id belongs to a report of another app; LD_ERR_INVALID for a malformed id. */
+ld_status ld_report_insert_queued(ld_db *db, const ld_report_in *in, int *created);
+
+/* Inserts a traces report in one transaction: status 'done', result = `rep` as trace JSON,
+ * leaks_found, analyzed_at; when it was new (*created = 1), groups its leaks
+ * (ld_group_report). `rep` must have passed ld_trace_validate. A repeated id of the same app
+ * gives *created = 0 and changes nothing; of another app, LD_ERR_CONFLICT. The transaction
+ * is retried once after a serialization failure or deadlock. */
+ld_status ld_report_insert_traces(ld_db *db, const ld_report_in *in, const lw_leak_report *rep, int *created);
+
+/* The report object of the API (GET /v1/reports/{id}, answer of POST /v1/reports):
+ * {"id","app","status","mode","received_at","app_version","build","attempts","error",
+ *  "analyzed_at","leaks_found","leaks":[{"signature","kind","short_description","count"}]}
+ * Times are RFC 3339 UTC; "error" is null unless failed; "analyzed_at" and "leaks_found" are
+ * null and "leaks" empty until done. *out is new (json_decref it). LD_ERR_NOT_FOUND when
+ * there is no such report in app `app_id` (or the id is malformed). */
+ld_status ld_report_get(ld_db *db, int64_t app_id, const char *report_id, json_t **out);
+
+/* Deletes reports received more than `days` days ago; their occurrences go with them (groups
+ * keep their counters). *reports_deleted = how many; *blob_paths_out = a malloc'd array of
+ * *nblobs malloc'd relative blob paths for the caller to delete (NULL when none); free them
+ * with ld_blob_paths_free. */
+ld_status ld_retention_purge(ld_db *db, int days, int64_t *reports_deleted, char ***blob_paths_out, size_t *nblobs);
+void ld_blob_paths_free(char **paths, size_t n); /* NULL is a no-op */
+
+#endif

@@ -1,0 +1,85 @@
+/* server.h — what the HTTP handlers share: config, the database pool, the key cache,
+ * quotas and counters; and the request they handle. */
+#ifndef LD_SERVER_H
+#define LD_SERVER_H
+
+#include <jansson.h>
+#include <microhttpd.h>
+#include <stdatomic.h>
+#include <stdint.h>
+
+#include "auth.h"
+#include "config.h"
+#include "pool.h"
+#include "quota.h"
+
+typedef struct ld_metrics {
+    atomic_ullong requests[6];      /* by status class: 1xx..5xx, index 1..5 */
+    atomic_ullong reports_accepted; /* 202 */
+    atomic_ullong reports_repeated; /* 200 for a known report_id */
+    atomic_ullong reports_refused;  /* 4xx on POST /v1/reports */
+    atomic_ullong upload_bytes;     /* body bytes of accepted uploads */
+    atomic_ullong unavailable;      /* 503 answers */
+    atomic_int workers_alive;
+} ld_metrics;
+
+typedef struct ld_server {
+    ld_config cfg;
+    ld_pool *pool;
+    ld_auth *auth;
+    ld_quota *quota;
+    ld_metrics metrics;
+    char blob_dir[1100];
+    char tmp_dir[1100];
+    int schema_version;
+} ld_server;
+
+typedef struct ld_req ld_req;
+
+/* A handler's hooks for a request with a body: each chunk, then the end. */
+typedef struct ld_body_handler {
+    int (*chunk)(ld_req *r, const char *data, size_t len); /* nonzero: drop the connection */
+    void (*end)(ld_req *r);                                /* must prepare a response */
+    void (*cleanup)(ld_req *r);                            /* always called once */
+} ld_body_handler;
+
+struct ld_req {
+    ld_server *srv;
+    struct MHD_Connection *conn;
+    const char *method;
+    const char *url;
+    ld_principal who;
+    unsigned status;
+    struct MHD_Response *resp;      /* prepared, queued by http.c when MHD allows */
+    const ld_body_handler *body;    /* set by a handler that reads the body */
+    void *state;
+    uint64_t body_bytes;
+    double started;                 /* monotonic seconds */
+    char origin[256];               /* CORS: an allowed Origin, or "" */
+};
+
+/* Prepares the response (replacing one prepared before). The JSON body is stolen. */
+void ld_respond_json(ld_req *r, unsigned status, json_t *body);
+void ld_respond_error(ld_req *r, unsigned status, const char *code, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+void ld_respond_retry_after(ld_req *r, int seconds);
+void ld_respond_empty(ld_req *r, unsigned status);
+
+/* Authenticates the request; on failure prepares the 401/503 and returns -1. */
+int ld_req_auth(ld_req *r);
+
+/* A header value or NULL. */
+const char *ld_req_header(ld_req *r, const char *name);
+
+/* Handlers (ingest.c, api.c). */
+void ld_ingest_begin(ld_req *r);
+void ld_api_dispatch(ld_req *r);
+
+/* Runs the HTTP API (and the metrics endpoint) until ld_http_stop. */
+int ld_http_start(ld_server *s, char *err, size_t cap);
+void ld_http_stop(ld_server *s);
+
+/* Prometheus text of the counters plus database gauges. */
+char *ld_metrics_render(ld_server *s);
+
+#endif

@@ -1,0 +1,249 @@
+/* worker.c — one claimed report at a time. The analysis runs in a forked child (the worker
+ * is single-threaded, so fork is safe) with RLIMIT_DATA as its memory budget — not
+ * RLIMIT_AS, which would count the mapped dump and a sanitizer's shadow memory — and a
+ * wall-clock limit; a crash or timeout costs an attempt, a corrupt dump fails at once, and
+ * SIGTERM gives the report back without using an attempt. */
+#define _GNU_SOURCE
+#include "worker.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "db.h"
+#include "leakcore.h"
+#include "log.h"
+#include "queue.h"
+
+static volatile sig_atomic_t stopping;
+
+static void on_stop(int sig) {
+    (void)sig;
+    stopping = 1;
+}
+
+void ld_worker_owner(int pid, char *out, size_t cap) {
+    char host[128] = "localhost";
+    gethostname(host, sizeof host - 1);
+    snprintf(out, cap, "%s:%d", host, pid);
+}
+
+static double mono(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
+}
+
+enum { CHILD_OK = 0, CHILD_BAD_INPUT = 3, CHILD_IO = 4, CHILD_NOMEM = 5 };
+
+/* The analysis child: writes the trace JSON, or the error message, to `out_path`. */
+static void child_analyze(const ld_config *cfg, const char *blob, const char *out_path, const char *tmp_dir) {
+    struct rlimit data = {cfg->analysis_memory, cfg->analysis_memory}, core = {0, 0};
+    setrlimit(RLIMIT_DATA, &data);
+    setrlimit(RLIMIT_CORE, &core);
+    signal(SIGTERM, SIG_DFL);
+    signal(SIGINT, SIG_DFL);
+    FILE *out = fopen(out_path, "w");
+    if (!out) _exit(CHILD_IO);
+    lw_heap_options ho = {sizeof ho, cfg->max_decompressed, tmp_dir, NULL, NULL};
+    lw_error err = {0};
+    lw_heap *heap = NULL;
+    lw_status st = lw_heap_open(&heap, blob, &ho, &err);
+    lw_leak_report *rep = NULL;
+    if (st == LW_OK) st = lw_heap_analyze(heap, NULL, &rep, &err);
+    if (st != LW_OK) {
+        fputs(err.message[0] ? err.message : lw_strerror(st), out);
+        fclose(out);
+        _exit(st == LW_ERR_FORMAT || st == LW_ERR_LIMIT ? CHILD_BAD_INPUT : st == LW_ERR_NOMEM ? CHILD_NOMEM : CHILD_IO);
+    }
+    char *json = lw_leak_report_to_json(rep, 0);
+    if (!json || fputs(json, out) < 0 || fclose(out) != 0) _exit(CHILD_NOMEM);
+    _exit(CHILD_OK);
+}
+
+static char *read_all(const char *path, size_t *len) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    char *buf = NULL;
+    size_t cap = 0;
+    *len = 0;
+    char chunk[65536];
+    size_t n;
+    while ((n = fread(chunk, 1, sizeof chunk, f)) > 0) {
+        if (*len + n + 1 > cap) {
+            cap = (*len + n + 1) * 2;
+            char *nb = realloc(buf, cap);
+            if (!nb) {
+                free(buf);
+                fclose(f);
+                return NULL;
+            }
+            buf = nb;
+        }
+        memcpy(buf + *len, chunk, n);
+        *len += n;
+    }
+    fclose(f);
+    if (!buf) buf = calloc(1, 1);
+    else buf[*len] = 0;
+    return buf;
+}
+
+/* Runs one job; the report's fate is written to the database here. */
+static void run_job(const ld_config *cfg, ld_db *db, const char *owner, ld_job *job) {
+    char blob[2400], out_path[1200], tmp_dir[1100];
+    snprintf(blob, sizeof blob, "%s/%s", cfg->data_dir, job->blob_path);
+    snprintf(tmp_dir, sizeof tmp_dir, "%s/tmp", cfg->data_dir);
+    snprintf(out_path, sizeof out_path, "%s/result-XXXXXX", tmp_dir);
+    int fd = mkostemp(out_path, O_CLOEXEC);
+    if (fd < 0) {
+        ld_error("report %s: cannot create a result file in %s: %s; giving it back", job->report_id, tmp_dir, strerror(errno));
+        ld_job_release(db, job, owner, 1);
+        sleep(5);
+        return;
+    }
+    close(fd);
+    ld_info("report %s of %s: analyzing %s (%lld bytes, attempt %d)", job->report_id, job->app_slug, job->blob_path,
+            (long long)job->blob_bytes, job->attempts);
+    double t0 = mono(), last_renew = t0;
+    pid_t pid = fork();
+    if (pid == 0) child_analyze(cfg, blob, out_path, tmp_dir);
+    if (pid < 0) {
+        ld_error("report %s: fork failed: %s; giving it back", job->report_id, strerror(errno));
+        ld_job_release(db, job, owner, 1);
+        unlink(out_path);
+        sleep(1);
+        return;
+    }
+    int status = 0, timed_out = 0, stopped = 0, lost = 0;
+    for (;;) {
+        pid_t w = waitpid(pid, &status, WNOHANG);
+        if (w == pid) break;
+        double now = mono();
+        if (stopping && !stopped) {
+            stopped = 1;
+            kill(pid, SIGKILL);
+        } else if (now - t0 > cfg->analysis_timeout_s && !timed_out) {
+            timed_out = 1;
+            kill(pid, SIGKILL);
+        } else if (now - last_renew >= cfg->lease_seconds / 3.0) {
+            last_renew = now;
+            ld_status st = ld_job_renew(db, job, owner, cfg->lease_seconds);
+            if (st == LD_ERR_NOT_FOUND) {
+                ld_warn("report %s: lost its lease; abandoning the analysis", job->report_id);
+                lost = 1;
+                kill(pid, SIGKILL);
+            } else if (st != LD_OK) {
+                ld_warn("report %s: cannot renew the lease (%s)", job->report_id, ld_strerror(st));
+                ld_db_check(db);
+            }
+        }
+        struct timespec nap = {0, 50 * 1000 * 1000};
+        nanosleep(&nap, NULL);
+    }
+    double secs = mono() - t0;
+    size_t len = 0;
+    char *text = read_all(out_path, &len);
+    unlink(out_path);
+    char msg[700];
+    if (lost) {
+        /* someone else owns it now */
+    } else if (stopped) {
+        ld_info("report %s: analysis stopped by shutdown; giving it back without using an attempt", job->report_id);
+        ld_job_release(db, job, owner, 1);
+    } else if (timed_out) {
+        snprintf(msg, sizeof msg, "analysis timed out after %d s", cfg->analysis_timeout_s);
+        ld_warn("report %s: %s (attempt %d of %d)", job->report_id, msg, job->attempts, cfg->max_attempts);
+        ld_job_fail(db, job, owner, msg, 0, cfg->max_attempts);
+    } else if (WIFSIGNALED(status)) {
+        snprintf(msg, sizeof msg, "analysis crashed (signal %d%s)", WTERMSIG(status),
+                 WTERMSIG(status) == SIGKILL ? ", likely out of memory" : "");
+        ld_warn("report %s: %s (attempt %d of %d)", job->report_id, msg, job->attempts, cfg->max_attempts);
+        ld_job_fail(db, job, owner, msg, 0, cfg->max_attempts);
+    } else if (WEXITSTATUS(status) == CHILD_BAD_INPUT) {
+        snprintf(msg, sizeof msg, "the heap dump cannot be analyzed: %.600s", text ? text : "?");
+        ld_warn("report %s: %s", job->report_id, msg);
+        ld_job_fail(db, job, owner, msg, 1, cfg->max_attempts);
+    } else if (WEXITSTATUS(status) != CHILD_OK) {
+        snprintf(msg, sizeof msg, "analysis failed (%s): %.500s",
+                 WEXITSTATUS(status) == CHILD_NOMEM ? "over its memory budget" : "I/O error", text ? text : "?");
+        ld_warn("report %s: %s (attempt %d of %d)", job->report_id, msg, job->attempts, cfg->max_attempts);
+        ld_job_fail(db, job, owner, msg, 0, cfg->max_attempts);
+    } else {
+        lw_leak_report *rep = NULL;
+        lw_error err = {0};
+        lw_json_limits lim = {256u << 20, 100000, 100, 100000, 1u << 20};
+        if (!text || lw_leak_report_from_json(text, len, &lim, &rep, &err) != LW_OK) {
+            snprintf(msg, sizeof msg, "the analysis result could not be read: %s", err.message);
+            ld_error("report %s: %s", job->report_id, msg);
+            ld_job_fail(db, job, owner, msg, 0, cfg->max_attempts);
+        } else {
+            ld_status st = ld_job_complete(db, job, owner, rep);
+            if (st == LD_OK)
+                ld_info("report %s of %s: %zu leak group(s) in %.2f s", job->report_id, job->app_slug, rep->leak_count, secs);
+            else if (st == LD_ERR_NOT_FOUND)
+                ld_warn("report %s: finished after losing the lease; the result is dropped", job->report_id);
+            else
+                ld_error("report %s: cannot store the result (%s); it will be analyzed again", job->report_id, ld_strerror(st));
+            lw_leak_report_free(rep);
+        }
+    }
+    free(text);
+}
+
+int ld_worker_main(const ld_config *cfg) {
+    struct sigaction sa = {0};
+    sa.sa_handler = on_stop;
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGINT, &sa, NULL);
+    char owner[200];
+    ld_worker_owner(getpid(), owner, sizeof owner);
+    ld_db *db = NULL;
+    unsigned backoff = 1;
+    while (!stopping) {
+        if (!db) {
+            char err[512];
+            db = ld_db_connect(cfg->database_url, err, sizeof err);
+            if (!db || ld_db_listen(db, "leakd_reports") != LD_OK) {
+                ld_warn("cannot reach the database (%s); retrying in %u s", db ? ld_db_error(db) : err, backoff);
+                ld_db_close(db);
+                db = NULL;
+                sleep(backoff);
+                backoff = backoff < 30 ? backoff * 2 : 30;
+                continue;
+            }
+            backoff = 1;
+            ld_info("worker %s ready", owner);
+        }
+        ld_job job;
+        ld_status st = ld_job_claim(db, owner, cfg->lease_seconds, &job);
+        if (st == LD_OK) {
+            run_job(cfg, db, owner, &job);
+            ld_job_clear(&job);
+        } else if (st == LD_ERR_NOT_FOUND) {
+            /* Woken by NOTIFY on a new report; the poll every 5 s catches expired leases. */
+            if (ld_db_wait(db, 5000) < 0) { /* reconnect, and LISTEN again */
+                ld_db_close(db);
+                db = NULL;
+            }
+        } else {
+            ld_warn("cannot claim a report (%s: %s)", ld_strerror(st), ld_db_error(db));
+            if (ld_db_check(db) != LD_OK) {
+                ld_db_close(db);
+                db = NULL;
+            }
+            sleep(1);
+        }
+    }
+    ld_db_close(db);
+    ld_info("worker %s stopped", owner);
+    return 0;
+}
