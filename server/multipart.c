@@ -367,9 +367,8 @@ static int header_line(ld_mp *p) {
         cdparam cd = {p, 0};
         if (each_param(&c, is_tchar_param, on_cd_param, &cd) != 0)
             return fail(p, off, cd.bad ? "two name parameters in Content-Disposition" : "malformed Content-Disposition");
+        /* The name holds no NUL: control characters were refused above, escaped or not. */
         if (p->has_name && p->name_len == 0) return fail(p, off, "empty part name");
-        if (p->has_name && memchr(h + p->name_off, '\0', p->name_len))
-            return fail(p, off, "NUL in part name");
     } else if (eq_ci(name, nlen, "content-type")) {
         if (p->has_ct) return fail(p, off, "two Content-Type headers in one part");
         p->has_ct = 1;

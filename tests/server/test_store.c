@@ -1,9 +1,9 @@
 /* test_store.c — reports, grouping and the analysis queue against a real PostgreSQL.
  *
  * Needs LEAKD_TEST_DATABASE_URL (tests/server/with_pg.sh sets it); without it every test is
- * skipped (exit code 77). The suite creates its own database next to the given one, applies
- * migrations/0001_init.sql to it and drops it at the end; every test starts from empty
- * tables. */
+ * skipped (exit code 77). The suite creates its own database next to the given one, migrates
+ * it (ld_migrate; LEAKD_TEST_MIGRATIONS_DIR overrides the built-in directory) and drops it at
+ * the end; every test starts from empty tables. */
 #define _POSIX_C_SOURCE 200809L
 
 #include <pthread.h>
@@ -23,11 +23,12 @@
 #include "db.h"
 #include "grouping.h"
 #include "leakcore.h"
+#include "migrate.h"
 #include "queue.h"
 #include "reports.h"
 
-#ifndef LD_SOURCE_DIR
-#define LD_SOURCE_DIR "."
+#ifndef LD_TEST_MIGRATIONS_DIR
+#define LD_TEST_MIGRATIONS_DIR "migrations"
 #endif
 
 #define SIG_GCROOT "a49095c3373b957532aff14eb32987bb75ffe9d5" /* SHA-1("GcRootleak") */
@@ -233,35 +234,13 @@ static int admin_sql(const char *url, const char *sql) {
     return ok ? 0 : -1;
 }
 
-static int apply_migration(ld_db *db) {
-    const char *path = LD_SOURCE_DIR "/migrations/0001_init.sql";
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        fprintf(stderr, "test_store: cannot open %s\n", path);
-        return -1;
-    }
-    char *sql = NULL;
-    size_t len = 0, cap = 0;
-    for (;;) {
-        if (len + 4096 + 1 > cap) {
-            cap = (cap + 4096) * 2;
-            char *bigger = realloc(sql, cap);
-            if (!bigger) break;
-            sql = bigger;
-        }
-        size_t got = fread(sql + len, 1, 4096, f);
-        len += got;
-        if (got == 0) break;
-    }
-    fclose(f);
-    if (!sql) return -1;
-    sql[len] = '\0';
-    PGresult *res = PQexec(ld_db_conn(db), sql); /* several statements: the simple protocol */
-    int ok = PQresultStatus(res) == PGRES_COMMAND_OK;
-    if (!ok) fprintf(stderr, "test_store: migration failed: %s", PQerrorMessage(ld_db_conn(db)));
-    PQclear(res);
-    free(sql);
-    return ok ? 0 : -1;
+static int apply_migrations(ld_db *db) {
+    const char *dir = getenv("LEAKD_TEST_MIGRATIONS_DIR");
+    char err[512];
+    int applied = 0, version = 0;
+    ld_status st = ld_migrate(db, dir && *dir ? dir : LD_TEST_MIGRATIONS_DIR, &applied, &version, err, sizeof err);
+    if (st != LD_OK) fprintf(stderr, "test_store: migrate: %s\n", err);
+    return st == LD_OK ? 0 : -1;
 }
 
 static int suite_setup(void **state) {
@@ -275,7 +254,7 @@ static int suite_setup(void **state) {
     snprintf(sql, sizeof sql, "CREATE DATABASE %s", c->dbname);
     char err[256];
     if (admin_sql(c->admin_url, sql) != 0 || conninfo_with_db(c->admin_url, c->dbname, c->url, sizeof c->url) != 0 ||
-        !(c->db = ld_db_connect(c->url, err, sizeof err)) || apply_migration(c->db) != 0) {
+        !(c->db = ld_db_connect(c->url, err, sizeof err)) || apply_migrations(c->db) != 0) {
         fprintf(stderr, "test_store: setup failed\n");
         free(c);
         return -1;

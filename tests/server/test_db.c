@@ -1,0 +1,775 @@
+/* test_db.c — db.c, migrate.c, apps.c, keys.c, sha256.c and admin.c against a real
+ * PostgreSQL. The database comes from LEAKD_TEST_DATABASE_URL (tests/server/with_pg.sh sets
+ * it); without it the database tests are skipped. Every database test starts from an empty
+ * public schema. */
+#define _GNU_SOURCE
+
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "admin.h"
+#include "apps.h"
+#include "db.h"
+#include "keys.h"
+#include "migrate.h"
+#include "sha256.h"
+
+#ifndef LD_TEST_MIGRATIONS_DIR
+#define LD_TEST_MIGRATIONS_DIR "migrations"
+#endif
+
+static const char *db_url(void)
+{
+    const char *u = getenv("LEAKD_TEST_DATABASE_URL");
+    return u && *u ? u : NULL;
+}
+
+static const char *migrations_dir(void)
+{
+    const char *d = getenv("LEAKD_TEST_MIGRATIONS_DIR");
+    return d && *d ? d : LD_TEST_MIGRATIONS_DIR;
+}
+
+static ld_db *connect_or_die(void)
+{
+    char err[512];
+    ld_db *db = ld_db_connect(db_url(), err, sizeof err);
+    if (!db)
+        fail_msg("connect: %s", err);
+    return db;
+}
+
+/* Connects and empties the database. */
+static int setup_db(void **state)
+{
+    ld_db *db;
+
+    *state = NULL;
+    if (!db_url())
+        return 0;
+    db = connect_or_die();
+    if (ld_db_exec_script(db, "DROP SCHEMA public CASCADE; CREATE SCHEMA public;") != LD_OK) {
+        fprintf(stderr, "resetting the schema: %s\n", ld_db_error(db));
+        ld_db_close(db);
+        return -1;
+    }
+    *state = db;
+    return 0;
+}
+
+static int teardown_db(void **state)
+{
+    ld_db_close(*state);
+    return 0;
+}
+
+#define REQUIRE_DB(state)          \
+    do {                           \
+        if (!(state))              \
+            skip();                \
+    } while (0)
+
+static void migrate_ok(ld_db *db)
+{
+    char err[512];
+    int applied = -1, version = -1;
+    ld_status st = ld_migrate(db, migrations_dir(), &applied, &version, err, sizeof err);
+    if (st != LD_OK)
+        fail_msg("migrate: %s", err);
+}
+
+static char *query1(ld_db *db, const char *sql)
+{
+    PGresult *res = NULL;
+    char *v;
+    ld_status st = ld_db_exec(db, &res, sql, 0, NULL);
+    if (st != LD_OK)
+        fail_msg("%s: %s", sql, ld_db_error(db));
+    assert_int_equal(PQntuples(res), 1);
+    v = strdup(PQgetvalue(res, 0, 0));
+    PQclear(res);
+    return v;
+}
+
+static void assert_query(ld_db *db, const char *sql, const char *expected)
+{
+    char *v = query1(db, sql);
+    assert_string_equal(v, expected);
+    free(v);
+}
+
+/* ---- sha256 ---- */
+
+static void hex_of(const char *s, size_t len, char out[65])
+{
+    ld_sha256_hex(s, len, out);
+}
+
+static void test_sha256_vectors(void **state)
+{
+    char hex[65];
+    char *million;
+    uint8_t a[32], b[32];
+    ld_sha256_ctx ctx;
+    size_t i, split;
+    (void)state;
+
+    hex_of("", 0, hex);
+    assert_string_equal(hex, "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
+    hex_of("abc", 3, hex);
+    assert_string_equal(hex, "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+    hex_of("abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq", 56, hex);
+    assert_string_equal(hex, "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1");
+    million = malloc(1000000);
+    assert_non_null(million);
+    memset(million, 'a', 1000000);
+    hex_of(million, 1000000, hex);
+    assert_string_equal(hex, "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0");
+    /* Streaming in pieces that straddle block and padding boundaries gives the same digest. */
+    for (split = 0; split <= 130; split++) {
+        ld_sha256(million, 130, a);
+        ld_sha256_init(&ctx);
+        ld_sha256_update(&ctx, million, split);
+        for (i = split; i < 130; i += 7)
+            ld_sha256_update(&ctx, million + i, i + 7 <= 130 ? 7 : 130 - i);
+        ld_sha256_final(&ctx, b);
+        assert_memory_equal(a, b, 32);
+    }
+    free(million);
+    assert_int_equal(ld_hex_decode("00ff", a, 2), 0);
+    assert_int_equal(a[1], 0xff);
+    assert_int_equal(ld_hex_decode("00f", a, 2), -1);
+    assert_int_equal(ld_hex_decode("00fg", a, 2), -1);
+    assert_int_equal(ld_hex_decode("00ff0", a, 2), -1);
+}
+
+/* ---- key format ---- */
+
+static void test_key_parse(void **state)
+{
+    char kind[LD_KEY_KIND_MAX];
+    int64_t id = 0;
+    (void)state;
+
+    assert_int_equal(ld_key_parse("lw_ingest_12_abcdefghijABCDEFGHIJ0123456789xy", kind, &id), 0);
+    assert_string_equal(kind, "ingest");
+    assert_int_equal(id, 12);
+    assert_int_equal(ld_key_parse("lw_admin_9223372036854775807_abcdefghijABCDEFGHIJ0123456789xy", kind, &id), 0);
+    assert_string_equal(kind, "admin");
+    assert_true(id == INT64_MAX);
+    assert_int_equal(ld_key_parse("lw_read_1_abcdefghijABCDEFGHIJ0123456789xy", NULL, NULL), 0);
+
+    assert_int_equal(ld_key_parse(NULL, kind, &id), -1);
+    assert_int_equal(ld_key_parse("", kind, &id), -1);
+    assert_int_equal(ld_key_parse("Bearer lw_read_1_abcdefghijABCDEFGHIJ0123456789xy", kind, &id), -1);
+    assert_int_equal(ld_key_parse("lw_write_1_abcdefghijABCDEFGHIJ0123456789xy", kind, &id), -1);
+    assert_int_equal(ld_key_parse("lw_read_0_abcdefghijABCDEFGHIJ0123456789xy", kind, &id), -1);
+    assert_int_equal(ld_key_parse("lw_read_01_abcdefghijABCDEFGHIJ0123456789xy", kind, &id), -1);
+    assert_int_equal(ld_key_parse("lw_read__abcdefghijABCDEFGHIJ0123456789xy", kind, &id), -1);
+    assert_int_equal(ld_key_parse("lw_read_-1_abcdefghijABCDEFGHIJ0123456789xy", kind, &id), -1);
+    assert_int_equal(ld_key_parse("lw_admin_9223372036854775808_abcdefghijABCDEFGHIJ0123456789xy", kind, &id), -1);
+    assert_int_equal(ld_key_parse("lw_read_1_abcdefghijABCDEFGHIJ0123456789x", kind, &id), -1);   /* 31 */
+    assert_int_equal(ld_key_parse("lw_read_1_abcdefghijABCDEFGHIJ0123456789xya", kind, &id), -1); /* 33 */
+    assert_int_equal(ld_key_parse("lw_read_1_abcdefghijABCDEFGHIJ0123456789x-", kind, &id), -1);
+    assert_int_equal(ld_key_parse("lw_read_1_abcdefghijABCDEFGHIJ0123456789x\n", kind, &id), -1);
+    assert_int_equal(ld_key_parse("lw_readx_1_abcdefghijABCDEFGHIJ0123456789xy", kind, &id), -1);
+    assert_int_equal(ld_key_parse("lw_read_1abcdefghijABCDEFGHIJ0123456789xy", kind, &id), -1);
+}
+
+static void test_slug_valid(void **state)
+{
+    char long_slug[80];
+    (void)state;
+
+    assert_true(ld_app_slug_valid("a"));
+    assert_true(ld_app_slug_valid("0app"));
+    assert_true(ld_app_slug_valid("com.example_app-1"));
+    memset(long_slug, 'a', 64);
+    long_slug[64] = '\0';
+    assert_true(ld_app_slug_valid(long_slug));
+    long_slug[64] = 'a';
+    long_slug[65] = '\0';
+    assert_false(ld_app_slug_valid(long_slug));
+    assert_false(ld_app_slug_valid(NULL));
+    assert_false(ld_app_slug_valid(""));
+    assert_false(ld_app_slug_valid("-app"));
+    assert_false(ld_app_slug_valid(".app"));
+    assert_false(ld_app_slug_valid("App"));
+    assert_false(ld_app_slug_valid("my app"));
+    assert_false(ld_app_slug_valid("app/x"));
+    assert_false(ld_app_slug_valid("caf\xc3\xa9"));
+}
+
+/* ---- migrations ---- */
+
+static void test_migrate_once(void **state)
+{
+    ld_db *db = *state;
+    char err[512];
+    int applied = -1, version = -1;
+
+    REQUIRE_DB(db);
+    assert_int_equal(ld_schema_check(db, 1, err, sizeof err), LD_ERR_SCHEMA);
+    assert_non_null(strstr(err, "leakd migrate"));
+
+    assert_int_equal(ld_migrate(db, migrations_dir(), &applied, &version, err, sizeof err), LD_OK);
+    assert_int_equal(applied, 1);
+    assert_int_equal(version, 1);
+    assert_int_equal(ld_migrate(db, migrations_dir(), &applied, &version, err, sizeof err), LD_OK);
+    assert_int_equal(applied, 0);
+    assert_int_equal(version, 1);
+    assert_query(db, "SELECT count(*) || ' ' || min(name) FROM schema_migrations", "1 0001_init.sql");
+    assert_query(db, "SELECT count(*) FROM apps", "0");
+    assert_int_equal(ld_schema_check(db, 1, err, sizeof err), LD_OK);
+    assert_int_equal(ld_schema_check(db, 2, err, sizeof err), LD_ERR_SCHEMA);
+    assert_int_equal(ld_migrations_latest(migrations_dir(), &version, err, sizeof err), LD_OK);
+    assert_int_equal(version, 1);
+
+    /* A newer leakd migrated this database: refuse, and tell serve too. */
+    assert_int_equal(ld_db_exec(db, NULL, "INSERT INTO schema_migrations VALUES (9999, 'future.sql')", 0, NULL), LD_OK);
+    assert_int_equal(ld_migrate(db, migrations_dir(), &applied, &version, err, sizeof err), LD_ERR_SCHEMA);
+    assert_non_null(strstr(err, "newer"));
+    assert_int_equal(applied, 0);
+    assert_int_equal(ld_schema_check(db, 1, err, sizeof err), LD_ERR_SCHEMA);
+    assert_non_null(strstr(err, "9999"));
+    /* The lock was released: another session can take it at once. */
+    assert_query(db, "SELECT pg_try_advisory_lock(7810756242618280295)", "t");
+    assert_query(db, "SELECT pg_advisory_unlock(7810756242618280295)", "t");
+}
+
+static char *make_dir(void)
+{
+    char tmpl[] = "/tmp/ld-migrations.XXXXXX";
+    char *d = mkdtemp(tmpl);
+    assert_non_null(d);
+    return strdup(d);
+}
+
+static void write_file(const char *dir, const char *name, const char *text)
+{
+    char path[512];
+    FILE *f;
+
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    f = fopen(path, "w");
+    assert_non_null(f);
+    fputs(text, f);
+    fclose(f);
+}
+
+static void remove_dir(const char *dir)
+{
+    char cmd[600];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    assert_int_equal(system(cmd), 0);
+}
+
+static void test_migrate_files(void **state)
+{
+    ld_db *db = *state;
+    char err[512];
+    int applied = -1, version = -1;
+    char *dir;
+
+    REQUIRE_DB(db);
+    dir = make_dir();
+    write_file(dir, "README.md", "not a migration\n");
+    write_file(dir, "0001_one.sql", "CREATE TABLE t1 (x int);\nINSERT INTO t1 VALUES (1);\n");
+    write_file(dir, "0003_three.sql", "CREATE TABLE t3 (x int);\nSELEC oops;\n");
+    write_file(dir, "0002_two.sql", "CREATE TABLE t2 (x int); CREATE TABLE t2b (y text);");
+    assert_int_equal(ld_migrations_latest(dir, &version, err, sizeof err), LD_OK);
+    assert_int_equal(version, 3);
+
+    /* 0001 and 0002 apply in order; 0003 fails, is rolled back and names its file. */
+    assert_int_equal(ld_migrate(db, dir, &applied, &version, err, sizeof err), LD_ERR_INTERNAL);
+    assert_non_null(strstr(err, "0003_three.sql"));
+    assert_non_null(strstr(err, "syntax error"));
+    assert_int_equal(applied, 2);
+    assert_int_equal(version, 2);
+    assert_query(db, "SELECT string_agg(version::text, ',' ORDER BY version) FROM schema_migrations", "1,2");
+    assert_query(db, "SELECT to_regclass('t3') IS NULL", "t");
+    assert_query(db, "SELECT to_regclass('t2b') IS NOT NULL", "t");
+
+    /* Fixed: only 0003 applies. */
+    write_file(dir, "0003_three.sql", "CREATE TABLE t3 (x int);");
+    assert_int_equal(ld_migrate(db, dir, &applied, &version, err, sizeof err), LD_OK);
+    assert_int_equal(applied, 1);
+    assert_int_equal(version, 3);
+
+    /* Misnamed and duplicate files are refused before touching the database. */
+    write_file(dir, "4_four.sql", "SELECT 1;");
+    assert_int_equal(ld_migrate(db, dir, &applied, &version, err, sizeof err), LD_ERR_INVALID);
+    assert_non_null(strstr(err, "4_four.sql"));
+    {
+        char path[512];
+        snprintf(path, sizeof path, "%s/4_four.sql", dir);
+        unlink(path);
+    }
+    write_file(dir, "0003_again.sql", "SELECT 1;");
+    assert_int_equal(ld_migrate(db, dir, &applied, &version, err, sizeof err), LD_ERR_INVALID);
+    assert_non_null(strstr(err, "same version"));
+    assert_int_equal(ld_migrate(db, "/nonexistent/ld-migrations", &applied, &version, err, sizeof err),
+                     LD_ERR_INVALID);
+    remove_dir(dir);
+    free(dir);
+}
+
+typedef struct migrate_job {
+    ld_status st;
+    int applied;
+    char err[512];
+} migrate_job;
+
+static void *migrate_thread(void *arg)
+{
+    migrate_job *job = arg;
+    char err[512];
+    int version = 0;
+    ld_db *db = ld_db_connect(db_url(), err, sizeof err);
+
+    if (!db) {
+        job->st = LD_ERR_UNAVAILABLE;
+        snprintf(job->err, sizeof job->err, "%s", err);
+        return NULL;
+    }
+    job->st = ld_migrate(db, migrations_dir(), &job->applied, &version, job->err, sizeof job->err);
+    ld_db_close(db);
+    return NULL;
+}
+
+static void test_migrate_concurrent(void **state)
+{
+    ld_db *db = *state;
+    migrate_job jobs[4];
+    pthread_t threads[4];
+    int i, total = 0;
+
+    REQUIRE_DB(db);
+    memset(jobs, 0, sizeof jobs);
+    for (i = 0; i < 4; i++)
+        assert_int_equal(pthread_create(&threads[i], NULL, migrate_thread, &jobs[i]), 0);
+    for (i = 0; i < 4; i++)
+        assert_int_equal(pthread_join(threads[i], NULL), 0);
+    for (i = 0; i < 4; i++) {
+        if (jobs[i].st != LD_OK)
+            fail_msg("migrate thread %d: %s", i, jobs[i].err);
+        total += jobs[i].applied;
+    }
+    assert_int_equal(total, 1);
+    assert_query(db, "SELECT count(*) FROM schema_migrations", "1");
+}
+
+/* ---- apps and keys ---- */
+
+static void test_apps(void **state)
+{
+    ld_db *db = *state;
+    ld_app_row *rows = NULL;
+    size_t n = 0;
+    int64_t id = 0, id2 = 0, found = 0;
+    char key[LD_KEY_MAX];
+
+    REQUIRE_DB(db);
+    migrate_ok(db);
+    assert_int_equal(ld_app_list(db, &rows, &n), LD_OK);
+    assert_int_equal(n, 0);
+    assert_null(rows);
+
+    assert_int_equal(ld_app_create(db, "demo", &id), LD_OK);
+    assert_true(id > 0);
+    assert_int_equal(ld_app_create(db, "demo", NULL), LD_ERR_CONFLICT);
+    assert_non_null(strstr(ld_db_error(db), "already exists"));
+    assert_int_equal(ld_app_create(db, "Demo", NULL), LD_ERR_INVALID);
+    assert_int_equal(ld_app_create(db, "-demo", NULL), LD_ERR_INVALID);
+    assert_int_equal(ld_app_create(db, "", NULL), LD_ERR_INVALID);
+    assert_int_equal(ld_app_create(db, NULL, NULL), LD_ERR_INVALID);
+    assert_int_equal(ld_app_create(db, "x y", NULL), LD_ERR_INVALID);
+    assert_int_equal(ld_app_create(db, "com.example.app_2-b", &id2), LD_OK);
+
+    assert_int_equal(ld_app_id(db, "demo", &found), LD_OK);
+    assert_true(found == id);
+    assert_int_equal(ld_app_id(db, "nope", &found), LD_ERR_NOT_FOUND);
+    assert_int_equal(ld_app_id(db, "NOPE", &found), LD_ERR_NOT_FOUND);
+
+    assert_int_equal(ld_key_create(db, "demo", "ingest", key, sizeof key, NULL), LD_OK);
+    assert_int_equal(ld_key_create(db, "demo", "ingest", key, sizeof key, NULL), LD_OK);
+    assert_int_equal(ld_key_create(db, "demo", "read", key, sizeof key, NULL), LD_OK);
+    assert_int_equal(ld_app_list(db, &rows, &n), LD_OK);
+    assert_int_equal(n, 2);
+    assert_string_equal(rows[0].slug, "com.example.app_2-b");
+    assert_true(rows[0].id == id2);
+    assert_int_equal(rows[0].ingest_keys, 0);
+    assert_string_equal(rows[1].slug, "demo");
+    assert_int_equal(rows[1].ingest_keys, 2);
+    assert_int_equal(rows[1].read_keys, 1);
+    assert_int_equal(strlen(rows[1].created_at), 20);
+    assert_int_equal(rows[1].created_at[19], 'Z');
+    free(rows);
+}
+
+static void test_keys(void **state)
+{
+    ld_db *db = *state;
+    char ingest[LD_KEY_MAX], readk[LD_KEY_MAX], admin[LD_KEY_MAX], kind[LD_KEY_KIND_MAX];
+    char small[10];
+    int64_t app_id = 0, ingest_id = 0, read_id = 0, admin_id = 0, parsed = 0;
+    ld_key_row *rows = NULL;
+    uint8_t hash[32];
+    size_t n = 0;
+
+    REQUIRE_DB(db);
+    migrate_ok(db);
+    assert_int_equal(ld_app_create(db, "demo", &app_id), LD_OK);
+
+    assert_int_equal(ld_key_create(db, "demo", "ingest", ingest, sizeof ingest, &ingest_id), LD_OK);
+    assert_int_equal(ld_key_create(db, "demo", "read", readk, sizeof readk, &read_id), LD_OK);
+    assert_int_equal(ld_key_create(db, NULL, "admin", admin, sizeof admin, &admin_id), LD_OK);
+    assert_int_equal(ld_key_parse(ingest, kind, &parsed), 0);
+    assert_string_equal(kind, "ingest");
+    assert_true(parsed == ingest_id);
+    assert_int_equal(ld_key_parse(readk, kind, &parsed), 0);
+    assert_string_equal(kind, "read");
+    assert_true(parsed == read_id);
+    assert_int_equal(ld_key_parse(admin, kind, &parsed), 0);
+    assert_string_equal(kind, "admin");
+    assert_true(parsed == admin_id);
+    assert_string_not_equal(ingest + strlen(ingest) - 32, readk + strlen(readk) - 32);
+
+    /* Refusals. */
+    assert_int_equal(ld_key_create(db, "nope", "ingest", small, sizeof small, NULL), LD_ERR_INVALID); /* buffer */
+    assert_int_equal(ld_key_create(db, "nope", "ingest", kind, 0, NULL), LD_ERR_INVALID);
+    {
+        char k2[LD_KEY_MAX];
+        assert_int_equal(ld_key_create(db, "nope", "ingest", k2, sizeof k2, NULL), LD_ERR_NOT_FOUND);
+        assert_int_equal(ld_key_create(db, "demo", "write", k2, sizeof k2, NULL), LD_ERR_INVALID);
+        assert_int_equal(ld_key_create(db, "demo", NULL, k2, sizeof k2, NULL), LD_ERR_INVALID);
+        assert_int_equal(ld_key_create(db, "demo", "admin", k2, sizeof k2, NULL), LD_ERR_INVALID);
+        assert_int_equal(ld_key_create(db, NULL, "ingest", k2, sizeof k2, NULL), LD_ERR_INVALID);
+        assert_int_equal(ld_key_create(db, NULL, "read", k2, sizeof k2, NULL), LD_ERR_INVALID);
+        assert_int_equal(ld_key_create(db, "Bad Slug", "read", k2, sizeof k2, NULL), LD_ERR_INVALID);
+    }
+
+    /* Only hashes are stored. */
+    ld_key_hash(ingest, hash);
+    {
+        char sql[256], hex[65];
+        ld_hex_encode(hash, 32, hex);
+        snprintf(sql, sizeof sql, "SELECT count(*) FROM api_keys WHERE key_hash = '\\x%s'::bytea", hex);
+        assert_query(db, sql, "1");
+    }
+
+    assert_int_equal(ld_keys_load(db, &rows, &n), LD_OK);
+    assert_int_equal(n, 3);
+    assert_true(rows[0].id == ingest_id);
+    assert_memory_equal(rows[0].hash, hash, 32);
+    assert_string_equal(rows[0].kind, "ingest");
+    assert_true(rows[0].app_id == app_id);
+    assert_string_equal(rows[0].app_slug, "demo");
+    assert_string_equal(rows[1].kind, "read");
+    assert_string_equal(rows[2].kind, "admin");
+    assert_true(rows[2].app_id == 0);
+    assert_string_equal(rows[2].app_slug, "");
+    ld_key_hash(admin, hash);
+    assert_memory_equal(rows[2].hash, hash, 32);
+    ld_keys_free(rows);
+
+    /* Revoked keys leave the cache; revoking twice is fine; unknown ids are not. */
+    assert_int_equal(ld_key_revoke(db, read_id), LD_OK);
+    assert_int_equal(ld_key_revoke(db, read_id), LD_OK);
+    assert_int_equal(ld_key_revoke(db, 999999), LD_ERR_NOT_FOUND);
+    assert_int_equal(ld_key_revoke(db, 0), LD_ERR_NOT_FOUND);
+    assert_int_equal(ld_keys_load(db, &rows, &n), LD_OK);
+    assert_int_equal(n, 2);
+    assert_true(rows[0].id == ingest_id);
+    assert_true(rows[1].id == admin_id);
+    ld_keys_free(rows);
+}
+
+/* ---- errors, reconnect, transactions ---- */
+
+static void test_classify(void **state)
+{
+    ld_db *db = *state;
+    const char *p[1];
+    char *pid;
+    char sql[128];
+    ld_db *other;
+
+    REQUIRE_DB(db);
+    migrate_ok(db);
+    assert_query(db, "SHOW TimeZone", "UTC");
+    assert_query(db, "SELECT current_setting('application_name')", "leakd");
+
+    p[0] = "demo";
+    assert_int_equal(ld_db_exec(db, NULL, "INSERT INTO apps (slug) VALUES ($1)", 1, p), LD_OK);
+    assert_int_equal(ld_db_exec(db, NULL, "INSERT INTO apps (slug) VALUES ($1)", 1, p), LD_ERR_CONFLICT);
+    assert_string_equal(ld_db_sqlstate(db), "23505");
+    p[0] = "Not A Slug";
+    assert_int_equal(ld_db_exec(db, NULL, "INSERT INTO apps (slug) VALUES ($1)", 1, p), LD_ERR_INVALID);
+    assert_string_equal(ld_db_sqlstate(db), "23514");
+    p[0] = "twelve";
+    assert_int_equal(ld_db_exec(db, NULL, "SELECT $1::int", 1, p), LD_ERR_INVALID);
+    assert_string_equal(ld_db_sqlstate(db), "22P02");
+    assert_int_equal(ld_db_exec(db, NULL, "SELEC 1", 0, NULL), LD_ERR_INTERNAL);
+    assert_string_equal(ld_db_sqlstate(db), "42601");
+    assert_non_null(strstr(ld_db_error(db), "syntax error"));
+    assert_int_equal(ld_db_exec(db, NULL, "SELECT * FROM no_such_table", 0, NULL), LD_ERR_INTERNAL);
+
+    /* A failed transaction: COMMIT reports it. */
+    assert_int_equal(ld_db_begin(db), LD_OK);
+    assert_int_equal(ld_db_exec(db, NULL, "SELECT 1/0", 0, NULL), LD_ERR_INVALID); /* 22012 */
+    assert_int_not_equal(ld_db_commit(db), LD_OK);
+    assert_int_equal(PQtransactionStatus(ld_db_conn(db)), PQTRANS_IDLE);
+    /* ROLLBACK undoes. */
+    assert_int_equal(ld_db_begin(db), LD_OK);
+    assert_int_equal(ld_db_exec(db, NULL, "INSERT INTO apps (slug) VALUES ('rolled')", 0, NULL), LD_OK);
+    ld_db_rollback(db);
+    ld_db_rollback(db); /* no transaction: a no-op */
+    assert_query(db, "SELECT count(*) FROM apps WHERE slug = 'rolled'", "0");
+
+    /* The backend is killed: UNAVAILABLE; ld_db_check reconnects, in UTC again. */
+    assert_int_equal(ld_db_exec(db, NULL, "SET TimeZone = 'Europe/Paris'", 0, NULL), LD_OK);
+    other = connect_or_die();
+    snprintf(sql, sizeof sql, "SELECT pg_terminate_backend(%d, 5000)", PQbackendPID(ld_db_conn(db)));
+    assert_query(other, sql, "t");
+    assert_int_equal(ld_db_exec(db, NULL, "SELECT 1", 0, NULL), LD_ERR_UNAVAILABLE);
+    assert_int_equal(ld_db_check(db), LD_OK);
+    assert_query(db, "SELECT 1", "1");
+    assert_query(db, "SHOW TimeZone", "UTC");
+    assert_int_equal(ld_db_check(db), LD_OK); /* a healthy connection stays */
+    pid = query1(db, "SELECT pg_backend_pid()");
+    assert_int_equal(atoi(pid), PQbackendPID(ld_db_conn(db)));
+    free(pid);
+    ld_db_close(other);
+}
+
+static void test_connect_fail(void **state)
+{
+    char err[512];
+    ld_db *db;
+    (void)state;
+
+    db = ld_db_connect("postgresql://postgres@127.0.0.1:1/leakwatch", err, sizeof err);
+    assert_null(db);
+    assert_true(strlen(err) > 0);
+    assert_null(ld_db_connect(NULL, err, sizeof err));
+    assert_null(ld_db_connect("", err, sizeof err));
+    ld_db_close(NULL);
+    assert_string_equal(ld_strerror(LD_ERR_CONFLICT), "already exists");
+}
+
+static void test_listen(void **state)
+{
+    ld_db *db = *state;
+    ld_db *other;
+    char sql[128];
+
+    REQUIRE_DB(db);
+    other = connect_or_die();
+    assert_int_equal(ld_db_listen(db, "ld_jobs"), LD_OK);
+    assert_int_equal(ld_db_listen(db, "ld_jobs"), LD_OK); /* twice is fine */
+    assert_int_equal(ld_db_listen(db, ""), LD_ERR_INVALID);
+    assert_int_equal(ld_db_wait(db, 50), 0);
+    assert_int_equal(ld_db_exec(other, NULL, "NOTIFY ld_jobs", 0, NULL), LD_OK);
+    assert_int_equal(ld_db_wait(db, 5000), 1);
+    assert_int_equal(ld_db_wait(db, 50), 0);
+    /* Several notifications wake once and are all drained. */
+    assert_int_equal(ld_db_exec(other, NULL, "NOTIFY ld_jobs, 'a'", 0, NULL), LD_OK);
+    assert_int_equal(ld_db_exec(other, NULL, "NOTIFY ld_jobs, 'b'", 0, NULL), LD_OK);
+    assert_int_equal(ld_db_exec(other, NULL, "SELECT pg_notify('ld_jobs', 'c')", 0, NULL), LD_OK);
+    usleep(100 * 1000);
+    assert_int_equal(ld_db_wait(db, 5000), 1);
+    assert_int_equal(ld_db_wait(db, 50), 0);
+    /* Other channels do not wake us. */
+    assert_int_equal(ld_db_exec(other, NULL, "NOTIFY something_else", 0, NULL), LD_OK);
+    assert_int_equal(ld_db_wait(db, 100), 0);
+
+    /* A killed listener: -1, then ld_db_check reconnects and LISTENs again. */
+    snprintf(sql, sizeof sql, "SELECT pg_terminate_backend(%d, 5000)", PQbackendPID(ld_db_conn(db)));
+    assert_query(other, sql, "t");
+    assert_int_equal(ld_db_wait(db, 5000), -1);
+    assert_int_equal(ld_db_check(db), LD_OK);
+    assert_int_equal(ld_db_exec(other, NULL, "NOTIFY ld_jobs", 0, NULL), LD_OK);
+    assert_int_equal(ld_db_wait(db, 5000), 1);
+    ld_db_close(other);
+}
+
+/* ---- leakd migrate / app / key ---- */
+
+typedef struct run_out {
+    int rc;
+    char *out;
+    char *err;
+} run_out;
+
+static run_out run_admin(const char *url, int argc, ...)
+{
+    char *argv[8];
+    va_list ap;
+    run_out r;
+    size_t olen = 0, elen = 0;
+    FILE *out, *err;
+    int i;
+
+    assert_true(argc < 8);
+    va_start(ap, argc);
+    for (i = 0; i < argc; i++)
+        argv[i] = va_arg(ap, char *);
+    va_end(ap);
+    argv[argc] = NULL;
+    out = open_memstream(&r.out, &olen);
+    err = open_memstream(&r.err, &elen);
+    assert_non_null(out);
+    assert_non_null(err);
+    r.rc = ld_admin_main(url, migrations_dir(), argc, argv, out, err);
+    fclose(out);
+    fclose(err);
+    return r;
+}
+
+static void run_free(run_out *r)
+{
+    free(r->out);
+    free(r->err);
+}
+
+#define EXPECT(r, code, stream, needle)                                                        \
+    do {                                                                                       \
+        if ((r).rc != (code) || !strstr((r).stream, (needle)))                                 \
+            fail_msg("exit %d (want %d)\nstdout: %s\nstderr: %s\n(wanted \"%s\" in " #stream ")", \
+                     (r).rc, (code), (r).out, (r).err, (needle));                              \
+        run_free(&(r));                                                                        \
+    } while (0)
+
+static void test_admin(void **state)
+{
+    ld_db *db = *state;
+    const char *url = db_url();
+    char ingest[LD_KEY_MAX], readk[LD_KEY_MAX], idbuf[24];
+    int64_t read_id = 0;
+    const char *p;
+    run_out r;
+
+    REQUIRE_DB(db);
+    r = run_admin(url, 1, "help");
+    EXPECT(r, 0, out, "leakd key create --admin");
+    r = run_admin(url, 0);
+    EXPECT(r, 2, err, "usage:");
+    r = run_admin(url, 2, "frobnicate", "x");
+    EXPECT(r, 2, err, "usage:");
+    r = run_admin(NULL, 1, "migrate");
+    EXPECT(r, 2, err, "LEAKD_DATABASE_URL");
+    r = run_admin("postgresql://postgres@127.0.0.1:1/leakwatch", 1, "migrate");
+    EXPECT(r, 4, err, "cannot connect");
+
+    /* Not migrated: refused with the way out. */
+    r = run_admin(url, 2, "app", "list");
+    EXPECT(r, 4, err, "leakd migrate");
+
+    r = run_admin(url, 1, "migrate");
+    EXPECT(r, 0, out, "Applied 1 migration; the schema is at version 1.");
+    r = run_admin(url, 1, "migrate");
+    EXPECT(r, 0, out, "up to date (schema version 1)");
+
+    r = run_admin(url, 2, "app", "list");
+    EXPECT(r, 0, out, "No apps yet");
+
+    r = run_admin(url, 3, "app", "create", "demo");
+    if (r.rc != 0)
+        fail_msg("app create: %s", r.err);
+    assert_non_null(strstr(r.out, "will not be shown again"));
+    p = strstr(r.out, "ingest key: ");
+    assert_non_null(p);
+    assert_int_equal(sscanf(p, "ingest key: %79s", ingest), 1);
+    p = strstr(r.out, "read key:   ");
+    assert_non_null(p);
+    assert_int_equal(sscanf(p, "read key: %79s", readk), 1);
+    assert_int_equal(ld_key_parse(ingest, NULL, NULL), 0);
+    assert_int_equal(ld_key_parse(readk, NULL, &read_id), 0);
+    run_free(&r);
+
+    r = run_admin(url, 3, "app", "create", "demo");
+    EXPECT(r, 3, err, "already exists");
+    r = run_admin(url, 3, "app", "create", "Bad_Name");
+    EXPECT(r, 3, err, "invalid app name");
+    r = run_admin(url, 2, "app", "create");
+    EXPECT(r, 2, err, "usage:");
+
+    r = run_admin(url, 2, "app", "list");
+    EXPECT(r, 0, out, "demo");
+    r = run_admin(url, 2, "app", "list");
+    EXPECT(r, 0, out, "INGEST");
+
+    r = run_admin(url, 4, "key", "create", "demo", "ingest");
+    EXPECT(r, 0, out, "lw_ingest_");
+    r = run_admin(url, 4, "key", "create", "demo", "read");
+    EXPECT(r, 0, out, "will not be shown again");
+    r = run_admin(url, 3, "key", "create", "--admin");
+    EXPECT(r, 0, out, "lw_admin_");
+    r = run_admin(url, 4, "key", "create", "nope", "read");
+    EXPECT(r, 3, err, "no app \"nope\"");
+    r = run_admin(url, 4, "key", "create", "demo", "admin");
+    EXPECT(r, 3, err, "--admin");
+    r = run_admin(url, 4, "key", "create", "demo", "write");
+    EXPECT(r, 2, err, "ingest or read");
+
+    snprintf(idbuf, sizeof idbuf, "%lld", (long long)read_id);
+    r = run_admin(url, 3, "key", "revoke", idbuf);
+    EXPECT(r, 0, out, "Revoked key");
+    r = run_admin(url, 3, "key", "revoke", idbuf);
+    EXPECT(r, 0, out, "Revoked key");
+    r = run_admin(url, 3, "key", "revoke", "987654");
+    EXPECT(r, 3, err, "no key 987654");
+    r = run_admin(url, 3, "key", "revoke", "abc");
+    EXPECT(r, 2, err, "positive number");
+    r = run_admin(url, 3, "key", "revoke", "0");
+    EXPECT(r, 2, err, "positive number");
+
+    /* 2 apps' worth of keys: demo has 2 ingest, 1 read left (one read revoked). */
+    assert_query(db, "SELECT count(*) FROM api_keys WHERE revoked_at IS NULL", "4");
+    r = run_admin(url, 2, "app", "list");
+    if (r.rc != 0)
+        fail_msg("app list: %s", r.err);
+    assert_non_null(strstr(r.out, "demo"));
+    run_free(&r);
+
+    /* A newer database: everything but help refuses. */
+    assert_int_equal(ld_db_exec(db, NULL, "INSERT INTO schema_migrations VALUES (2, 'x.sql')", 0, NULL), LD_OK);
+    r = run_admin(url, 2, "app", "list");
+    EXPECT(r, 4, err, "newer");
+    r = run_admin(url, 1, "migrate");
+    EXPECT(r, 4, err, "newer");
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_sha256_vectors),
+        cmocka_unit_test(test_key_parse),
+        cmocka_unit_test(test_slug_valid),
+        cmocka_unit_test(test_connect_fail),
+        cmocka_unit_test_setup_teardown(test_migrate_once, setup_db, teardown_db),
+        cmocka_unit_test_setup_teardown(test_migrate_files, setup_db, teardown_db),
+        cmocka_unit_test_setup_teardown(test_migrate_concurrent, setup_db, teardown_db),
+        cmocka_unit_test_setup_teardown(test_apps, setup_db, teardown_db),
+        cmocka_unit_test_setup_teardown(test_keys, setup_db, teardown_db),
+        cmocka_unit_test_setup_teardown(test_classify, setup_db, teardown_db),
+        cmocka_unit_test_setup_teardown(test_listen, setup_db, teardown_db),
+        cmocka_unit_test_setup_teardown(test_admin, setup_db, teardown_db),
+    };
+
+    if (!db_url())
+        fprintf(stderr, "test_db: LEAKD_TEST_DATABASE_URL is not set: skipping the database tests "
+                        "(run through tests/server/with_pg.sh)\n");
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
