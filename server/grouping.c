@@ -119,24 +119,37 @@ static ld_status group_one(ld_db *db, const char *app_id, const char *report_id,
     res = NULL;
     if (!inserted) goto out; /* this report was counted before */
 
-    /* An empty install_id (unknown device) is not a device. On an equal build the newer
-     * occurrence (this one) becomes the last version; the older stays the first. */
-    const char *upd[] = {group_id, count, install_id, report_id, build, app_version};
+    /* An empty install_id (unknown device) is not a device. The device table outlives
+     * retention, so a device seen again after its occurrences were purged is not new. */
+    int new_device = 0;
+    if (install_id[0]) {
+        const char *dev[] = {group_id, install_id};
+        st = ld_db_exec(db, &res,
+                        "INSERT INTO leak_group_devices (group_id, install_id) VALUES ($1, $2)"
+                        " ON CONFLICT DO NOTHING RETURNING 1",
+                        2, dev);
+        if (st != LD_OK) goto out;
+        new_device = PQntuples(res) == 1;
+        PQclear(res);
+        res = NULL;
+    }
+    /* On an equal build the newer occurrence (this one) becomes the last version; the older
+     * stays the first. */
+    const char *upd[] = {group_id, count, new_device ? "1" : "0", build, app_version};
     st = ld_db_exec(db, NULL,
                     "UPDATE leak_groups SET"
                     "  occurrences = occurrences + 1,"
                     "  leaked_objects = leaked_objects + $2,"
-                    "  devices = devices + CASE WHEN $3 = '' OR EXISTS (SELECT 1 FROM occurrences o"
-                    "    WHERE o.group_id = $1 AND o.install_id = $3 AND o.report_id <> $4::uuid) THEN 0 ELSE 1 END,"
+                    "  devices = devices + $3::int,"
                     "  last_seen = now(),"
-                    "  first_version = CASE WHEN $5::bigint < first_build THEN $6 ELSE first_version END,"
-                    "  first_build = LEAST(first_build, $5::bigint),"
-                    "  last_version = CASE WHEN $5::bigint >= last_build THEN $6 ELSE last_version END,"
-                    "  last_build = GREATEST(last_build, $5::bigint),"
-                    "  status = CASE WHEN status = 'fixed' AND fixed_in_build IS NOT NULL AND $5::bigint > fixed_in_build"
+                    "  first_version = CASE WHEN $4::bigint < first_build THEN $5 ELSE first_version END,"
+                    "  first_build = LEAST(first_build, $4::bigint),"
+                    "  last_version = CASE WHEN $4::bigint >= last_build THEN $5 ELSE last_version END,"
+                    "  last_build = GREATEST(last_build, $4::bigint),"
+                    "  status = CASE WHEN status = 'fixed' AND fixed_in_build IS NOT NULL AND $4::bigint > fixed_in_build"
                     "    THEN 'regressed' ELSE status END"
                     " WHERE id = $1",
-                    6, upd);
+                    5, upd);
 
 out:
     PQclear(res);

@@ -244,7 +244,7 @@ static const ld_mp_callbacks mp_callbacks = {on_part_begin, on_part_data, on_par
 
 static int on_chunk(ld_req *r, const char *data, size_t len) {
     ingest *in = r->state;
-    if (in->failed && in->part > 0) return 0; /* drain: the answer is decided */
+    if (in->failed) return 0; /* drain: the answer is decided */
     if (ld_mp_feed(in->mp, data, len) < 0 && !in->failed) fail(r, 400, "bad_multipart", ld_mp_error(in->mp));
     return 0;
 }

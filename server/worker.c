@@ -7,11 +7,13 @@
 #include "worker.h"
 
 #include <errno.h>
+#include <inttypes.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -45,8 +47,24 @@ static double mono(void) {
 enum { CHILD_OK = 0, CHILD_BAD_INPUT = 3, CHILD_IO = 4, CHILD_NOMEM = 5 };
 
 /* The analysis child: writes the trace JSON, or the error message, to `out_path`. */
+/* VmData of this process in bytes (0 when unknown). */
+static uint64_t data_in_use(void) {
+    FILE *f = fopen("/proc/self/status", "r");
+    if (!f) return 0;
+    char line[256];
+    unsigned long long kb = 0;
+    while (fgets(line, sizeof line, f))
+        if (sscanf(line, "VmData: %llu kB", &kb) == 1) break;
+    fclose(f);
+    return (uint64_t)kb * 1024;
+}
+
 static void child_analyze(const ld_config *cfg, const char *blob, const char *out_path, const char *tmp_dir) {
-    struct rlimit data = {cfg->analysis_memory, cfg->analysis_memory}, core = {0, 0};
+    /* Die with the worker; the budget counts from what the child already has mapped, so a
+     * sanitizer's shadow memory does not eat it. */
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    uint64_t limit = data_in_use() + cfg->analysis_memory;
+    struct rlimit data = {limit, limit}, core = {0, 0};
     setrlimit(RLIMIT_DATA, &data);
     setrlimit(RLIMIT_CORE, &core);
     signal(SIGTERM, SIG_DFL);
@@ -100,6 +118,13 @@ static char *read_all(const char *path, size_t *len) {
 /* Runs one job; the report's fate is written to the database here. */
 static void run_job(const ld_config *cfg, ld_db *db, const char *owner, ld_job *job) {
     char blob[2400], out_path[1200], tmp_dir[1100];
+    /* Attempts also grow when a lease expires or a dead worker's lease is freed: a report that
+     * keeps killing its worker must end too. */
+    if (job->attempts > cfg->max_attempts) {
+        ld_warn("report %s: %d attempts; giving up", job->report_id, job->attempts - 1);
+        ld_job_fail(db, job, owner, "analysis gave up after repeated worker crashes or lost leases", 1, cfg->max_attempts);
+        return;
+    }
     snprintf(blob, sizeof blob, "%s/%s", cfg->data_dir, job->blob_path);
     snprintf(tmp_dir, sizeof tmp_dir, "%s/tmp", cfg->data_dir);
     snprintf(out_path, sizeof out_path, "%s/result-XXXXXX", tmp_dir);
