@@ -164,7 +164,7 @@ static void list_groups(ld_req *r, ld_db *db, int64_t app_id, const char *versio
         ld_respond_error(r, 400, "bad_request", "invalid cursor");
         return;
     }
-    char app[32], lim[16];
+    char app[32], lim[32];
     snprintf(app, sizeof app, "%lld", (long long)app_id);
     snprintf(lim, sizeof lim, "%ld", limit + 1);
     const char *params[8] = {app, lim};
@@ -437,7 +437,7 @@ void ld_api_dispatch(ld_req *r) {
             if (!ps) ld_respond_error(r, 503, "unavailable", "out of memory");
             else {
                 ps->app_id = app_id;
-                snprintf(ps->sig, sizeof ps->sig, "%s", seg[4]);
+                memcpy(ps->sig, seg[4], 41); /* is_signature: exactly 40 characters */
                 r->state = ps;
                 r->body = &patch_body;
             }
