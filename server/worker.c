@@ -16,9 +16,11 @@
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+#include <zstd.h>
 
 #include "db.h"
 #include "leakcore.h"
@@ -71,6 +73,29 @@ static void child_analyze(const ld_config *cfg, const char *blob, const char *ou
     signal(SIGINT, SIG_DFL);
     FILE *out = fopen(out_path, "w");
     if (!out) _exit(CHILD_IO);
+    /* Room to decompress: the frame states its size (our SDK and trimmer always write it). */
+    uint64_t need = 0;
+    FILE *b = fopen(blob, "rb");
+    if (b) {
+        uint8_t head[18]; /* the largest zstd frame header */
+        size_t n = fread(head, 1, sizeof head, b);
+        fclose(b);
+        unsigned long long size = ZSTD_getFrameContentSize(head, n);
+        if (size != ZSTD_CONTENTSIZE_UNKNOWN && size != ZSTD_CONTENTSIZE_ERROR) need = size;
+    }
+    struct statvfs vfs;
+    if (need && statvfs(tmp_dir, &vfs) == 0 && (uint64_t)vfs.f_bavail * vfs.f_frsize < need + (256ull << 20)) {
+        fprintf(out, "not enough free disk in %s to decompress %llu bytes (%llu free)", tmp_dir, (unsigned long long)need,
+                (unsigned long long)vfs.f_bavail * vfs.f_frsize);
+        fclose(out);
+        _exit(CHILD_IO);
+    }
+    if (need > cfg->max_decompressed) {
+        fprintf(out, "the dump decompresses to %llu bytes, over the %llu-byte cap (LEAKD_MAX_DECOMPRESSED_BYTES)",
+                (unsigned long long)need, (unsigned long long)cfg->max_decompressed);
+        fclose(out);
+        _exit(CHILD_BAD_INPUT);
+    }
     lw_heap_options ho = {sizeof ho, cfg->max_decompressed, tmp_dir, NULL, NULL};
     lw_error err = {0};
     lw_heap *heap = NULL;
