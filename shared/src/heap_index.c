@@ -496,6 +496,7 @@ static lw_status layout_class(builder *b, uint32_t ci, size_t *refs_cap) {
         c = &heap->classes[ci];
         c->ref_count = (uint32_t)(heap->ref_field_count - c->ref_first);
         /* stable insertion sort by name: lists are short */
+        if (c->ref_count < 2) goto done; /* nothing to sort (and ref_fields may still be NULL) */
         lw__ref_field *r = heap->ref_fields + c->ref_first;
         for (uint32_t x = 1; x < c->ref_count; x++) {
             lw__ref_field t = r[x];
@@ -507,6 +508,7 @@ static lw_status layout_class(builder *b, uint32_t ci, size_t *refs_cap) {
             r[y] = t;
         }
     }
+done:
     c->flags = (c->flags & ~(uint32_t)LW_CLASS_LAYOUT_BUSY) | LW_CLASS_LAYOUT_DONE;
     return LW_OK;
 }

@@ -59,7 +59,7 @@ static inline void walk_refs(const lw_heap *heap, const lw__paths *paths, uint32
         }
         uint64_t len = lw__be32(d + 5 + 2 * ids);
         const uint8_t *data = d + 9 + 2 * ids;
-        const lw__ref_field *rf = heap->ref_fields + c->ref_first;
+        const lw__ref_field *rf = c->ref_count ? heap->ref_fields + c->ref_first : NULL;
         for (uint32_t i = 0; i < c->ref_count; i++) {
             if ((uint64_t)rf[i].offset + ids > len) continue;
             uint64_t v = lw__be_id(data + rf[i].offset, ids);
