@@ -2,6 +2,7 @@ package io.leakwatch.demo;
 
 import com.sun.management.HotSpotDiagnosticMXBean;
 import io.leakwatch.KeyedWeakReference;
+import io.leakwatch.LeakWatch;
 import java.lang.management.ManagementFactory;
 import java.lang.ref.ReferenceQueue;
 import java.nio.file.Files;
@@ -20,11 +21,19 @@ import java.util.UUID;
  *
  * <ul>
  *   <li>{@code --dump PATH}: write a HotSpot heap dump to PATH (replaced if present) and exit;</li>
- *   <li>{@code --wait-ms N}: how long to wait before the retained check (default 500);</li>
+ *   <li>{@code --wait-ms N}: how long to wait before the retained check (default 500; with the
+ *       agent, before {@code LeakWatch.dumpNow()}: default 6000);</li>
  *   <li>{@code --linger SECONDS}: without --dump, stay alive that long after the leak (so an
- *       attached agent can act), then exit (default 0).</li>
+ *       attached agent can act), then exit (default 0; with the agent 10).</li>
  * </ul>
  * Exit codes: 0 done, 2 usage error, 1 failure.
+ *
+ * <p>With the Leakwatch agent loaded ({@code -agentpath:libleakwatch_jvm.so=...}, see
+ * client/jvm/README.md) the agent does the watching and dumping: the destroyed screen is handed
+ * to {@link LeakWatch#watch}, and after {@code --wait-ms} (default 6000: the agent's 5 s retained
+ * delay plus its GC rounds; match it to the agent's {@code retained_delay_ms}) the demo calls
+ * {@link LeakWatch#dumpNow()}, then lingers (default 10 s) so the agent can dump, spool and
+ * upload. {@code --dump} still makes the demo's own dump, with or without the agent.
  *
  * <p>The steps are separate methods: the leak ({@link #runScreens()}), the watch/retain step
  * ({@link #watch}, {@link #checkRetained}) and the dump ({@link #dumpHeap}), so the JVM agent
@@ -98,10 +107,28 @@ public final class DemoApp {
     System.exit(2);
   }
 
+  /** With the agent: watch through LeakWatch, let the agent find it retained, ask for a dump. */
+  static void runWithAgent(long waitMillis, long lingerSeconds) throws InterruptedException {
+    NewsScreen screen = new NewsScreen("Top stories");
+    System.out.println("demo: opening " + screen.title() + " (NewsScreen)");
+    screen.onCreate();
+    System.out.println("demo: destroying NewsScreen (its EventBus listener is not unregistered)");
+    screen.onDestroy();
+    String key = LeakWatch.watch(screen, "NewsScreen destroyed");
+    screen = null;
+    System.out.println("demo: LeakWatch is watching key=" + key);
+    Thread.sleep(waitMillis);
+    System.out.println("demo: LeakWatch.dumpNow() = " + LeakWatch.dumpNow());
+    if (lingerSeconds > 0) {
+      System.out.println("demo: lingering " + lingerSeconds + " s");
+      Thread.sleep(lingerSeconds * 1000);
+    }
+  }
+
   public static void main(String[] args) {
     Path dump = null;
-    long waitMillis = 500;
-    long lingerSeconds = 0;
+    long waitMillis = -1;
+    long lingerSeconds = -1;
     try {
       for (int i = 0; i < args.length; i++) {
         String a = args[i];
@@ -126,7 +153,19 @@ public final class DemoApp {
     } catch (NumberFormatException e) {
       usage("not a number: " + e.getMessage());
     }
+    boolean agent = dump == null && LeakWatch.isInstalled();
+    if (waitMillis < 0) {
+      waitMillis = agent ? 6000 : 500;
+    }
+    if (lingerSeconds < 0) {
+      lingerSeconds = agent ? 10 : 0;
+    }
     try {
+      if (agent) {
+        runWithAgent(waitMillis, lingerSeconds);
+        System.out.println("demo: done");
+        System.exit(0);
+      }
       KeyedWeakReference ref = runScreens();
       checkRetained(ref, waitMillis);
       if (dump != null) {
