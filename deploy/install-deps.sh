@@ -18,6 +18,8 @@ packages=(
   libcmocka-dev clang libclang-rt-14-dev
   # tools the scripts use
   curl procps util-linux
+  # leakd's integration tests (tests/server/test_leakd.py): stdlib + YAML + JSON Schema
+  python3 python3-yaml python3-jsonschema
 )
 
 if [ "$(id -u)" -ne 0 ]; then

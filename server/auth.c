@@ -20,6 +20,7 @@ struct ld_auth {
     pthread_mutex_t refresh_mu;
     double last_attempt;       /* monotonic seconds */
     int last_failed;           /* the last refresh could not reach PostgreSQL */
+    uint64_t generation;       /* refreshes so far (guarded by refresh_mu) */
 };
 
 static double now_s(void) {
@@ -32,8 +33,8 @@ static int cmp_rows(const void *a, const void *b) {
     return memcmp(((const ld_key_row *)a)->hash, ((const ld_key_row *)b)->hash, 32);
 }
 
-int ld_auth_refresh(ld_auth *a) {
-    pthread_mutex_lock(&a->refresh_mu);
+/* Loads every key; the caller holds refresh_mu. */
+static int refresh_locked(ld_auth *a) {
     a->last_attempt = now_s();
     ld_db *db = ld_pool_get(a->pool, 2000);
     int rc = -1;
@@ -43,7 +44,7 @@ int ld_auth_refresh(ld_auth *a) {
         ld_status st = ld_keys_load(db, &rows, &n);
         ld_pool_put(a->pool, db);
         if (st == LD_OK) {
-            qsort(rows, n, sizeof *rows, cmp_rows);
+            if (n) qsort(rows, n, sizeof *rows, cmp_rows);
             pthread_rwlock_wrlock(&a->lock);
             ld_key_row *old = a->rows;
             a->rows = rows;
@@ -56,6 +57,13 @@ int ld_auth_refresh(ld_auth *a) {
         }
     }
     a->last_failed = rc != 0;
+    a->generation++;
+    return rc;
+}
+
+int ld_auth_refresh(ld_auth *a) {
+    pthread_mutex_lock(&a->refresh_mu);
+    int rc = refresh_locked(a);
     pthread_mutex_unlock(&a->refresh_mu);
     return rc;
 }
@@ -112,11 +120,21 @@ ld_auth_result ld_auth_check(ld_auth *a, const char *authorization, ld_principal
     uint8_t hash[32];
     ld_sha256(key, strlen(key), hash);
     if (lookup(a, hash, who)) return LD_AUTH_OK;
-    /* A key created a moment ago: ask PostgreSQL, at most once a second. */
-    if (now_s() - a->last_attempt >= 1.0) {
-        if (ld_auth_refresh(a) != 0) return LD_AUTH_UNAVAILABLE;
-        if (lookup(a, hash, who)) return LD_AUTH_OK;
-        return LD_AUTH_UNKNOWN;
+    /* Not cached: perhaps a key created a moment ago. Wait for the next reload (at most one a
+     * second, however many unknown keys arrive: the database is never flooded, and guessing
+     * keys gets slow), unless one happened since this miss. */
+    pthread_mutex_lock(&a->refresh_mu);
+    uint64_t seen = a->generation;
+    double wait = a->last_attempt + 1.0 - now_s();
+    if (wait > 0) {
+        pthread_mutex_unlock(&a->refresh_mu);
+        struct timespec ts = {(time_t)wait, (long)((wait - (double)(time_t)wait) * 1e9)};
+        nanosleep(&ts, NULL);
+        pthread_mutex_lock(&a->refresh_mu);
     }
-    return a->last_failed ? LD_AUTH_UNAVAILABLE : LD_AUTH_UNKNOWN;
+    if (a->generation == seen) refresh_locked(a);
+    int failed = a->last_failed;
+    pthread_mutex_unlock(&a->refresh_mu);
+    if (lookup(a, hash, who)) return LD_AUTH_OK;
+    return failed ? LD_AUTH_UNAVAILABLE : LD_AUTH_UNKNOWN;
 }

@@ -419,7 +419,7 @@ int ld_db_wait(ld_db *db, int timeout_ms)
         rc = poll(&pfd, 1, (int)left);
         if (rc < 0) {
             if (errno == EINTR)
-                continue;
+                return 0; /* a signal: let the caller look at its flags (SIGTERM) */
             ld_db_fail(db, LD_ERR_UNAVAILABLE, "poll: %s", strerror(errno));
             return -1;
         }

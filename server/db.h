@@ -49,7 +49,7 @@ ld_status ld_db_commit(ld_db *db);
 void ld_db_rollback(ld_db *db);
 
 /* LISTEN on `channel`; then ld_db_wait waits up to `timeout_ms` for a notification (1),
- * a timeout (0), or a broken connection (-1). */
+ * a timeout or a signal (0), or a broken connection (-1). */
 ld_status ld_db_listen(ld_db *db, const char *channel);
 int ld_db_wait(ld_db *db, int timeout_ms);
 

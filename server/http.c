@@ -215,6 +215,7 @@ static enum MHD_Result on_metrics(void *cls, struct MHD_Connection *conn, const 
     if (strcmp(method, "GET") != 0 || strcmp(url, "/metrics") != 0) {
         status = 404;
         resp = MHD_create_response_from_buffer(10, (void *)"not found\n", MHD_RESPMEM_PERSISTENT);
+        MHD_add_response_header(resp, "Content-Type", "text/plain");
     } else {
         char *text = ld_metrics_render(s);
         resp = MHD_create_response_from_buffer(strlen(text), text, MHD_RESPMEM_MUST_FREE);

@@ -106,15 +106,28 @@ static void purge_old(ld_server *s) {
     ld_pool_put(s->pool, db);
 }
 
+/* Partial uploads and analysis scratch dirs of a previous run. */
 static void clean_tmp(const char *dir) {
     DIR *d = opendir(dir);
     if (!d) return;
     struct dirent *e;
     while ((e = readdir(d))) {
-        if (strncmp(e->d_name, "upload-", 7) && strncmp(e->d_name, "result-", 7) && strncmp(e->d_name, "leakcore-", 9)) continue;
         char p[2400];
         snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
-        unlink(p);
+        if (strncmp(e->d_name, "job-", 4) == 0) {
+            DIR *j = opendir(p);
+            struct dirent *f;
+            while (j && (f = readdir(j))) {
+                char q[2700];
+                snprintf(q, sizeof q, "%s/%s", p, f->d_name);
+                if (f->d_name[0] != '.') unlink(q);
+            }
+            if (j) closedir(j);
+            rmdir(p);
+        } else if (strncmp(e->d_name, "upload-", 7) == 0 || strncmp(e->d_name, "result-", 7) == 0 ||
+                   strncmp(e->d_name, "leakcore-", 9) == 0) {
+            unlink(p);
+        }
     }
     closedir(d);
 }

@@ -6,6 +6,7 @@
 #define _GNU_SOURCE
 #include "worker.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <fcntl.h>
@@ -140,6 +141,36 @@ static char *read_all(const char *path, size_t *len) {
     return buf;
 }
 
+/* Keeps a message printable ASCII (it is stored as text in PostgreSQL). */
+static void sanitize(char *msg) {
+    for (unsigned char *p = (unsigned char *)msg; *p; p++)
+        if (*p < 0x20 || *p >= 0x7f) *p = '?';
+}
+
+static void fail_job(ld_db *db, ld_job *job, const char *owner, char *msg, int permanent, int max_attempts) {
+    sanitize(msg);
+    ld_status st = ld_job_fail(db, job, owner, msg, permanent, max_attempts);
+    if (st != LD_OK)
+        ld_error("report %s: cannot record its failure (%s: %s); its lease will expire and it will be retried",
+                 job->report_id, ld_strerror(st), ld_db_error(db));
+}
+
+/* Removes `dir` and the files in it (the analysis child's scratch space). */
+static void remove_dir(const char *dir) {
+    DIR *d = opendir(dir);
+    if (d) {
+        struct dirent *e;
+        while ((e = readdir(d))) {
+            if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0) continue;
+            char p[2400];
+            snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
+            unlink(p);
+        }
+        closedir(d);
+    }
+    rmdir(dir);
+}
+
 /* Runs one job; the report's fate is written to the database here. */
 static void run_job(const ld_config *cfg, ld_db *db, const char *owner, ld_job *job) {
     char blob[2400], out_path[1200], tmp_dir[1100];
@@ -147,16 +178,27 @@ static void run_job(const ld_config *cfg, ld_db *db, const char *owner, ld_job *
      * keeps killing its worker must end too. */
     if (job->attempts > cfg->max_attempts) {
         ld_warn("report %s: %d attempts; giving up", job->report_id, job->attempts - 1);
-        ld_job_fail(db, job, owner, "analysis gave up after repeated worker crashes or lost leases", 1, cfg->max_attempts);
+        char msg[] = "analysis gave up after repeated worker crashes or lost leases";
+        fail_job(db, job, owner, msg, 1, cfg->max_attempts);
         return;
     }
     snprintf(blob, sizeof blob, "%s/%s", cfg->data_dir, job->blob_path);
-    snprintf(tmp_dir, sizeof tmp_dir, "%s/tmp", cfg->data_dir);
+    /* The child works in a directory of its own, removed whatever becomes of the child: a
+     * killed analysis leaves no partly decompressed dump behind. */
+    snprintf(tmp_dir, sizeof tmp_dir, "%s/tmp/job-%d", cfg->data_dir, (int)getpid());
+    remove_dir(tmp_dir);
+    if (mkdir(tmp_dir, 0700) != 0) {
+        ld_error("report %s: cannot create %s: %s; giving it back", job->report_id, tmp_dir, strerror(errno));
+        ld_job_release(db, job, owner, 1);
+        sleep(5);
+        return;
+    }
     snprintf(out_path, sizeof out_path, "%s/result-XXXXXX", tmp_dir);
     int fd = mkostemp(out_path, O_CLOEXEC);
     if (fd < 0) {
         ld_error("report %s: cannot create a result file in %s: %s; giving it back", job->report_id, tmp_dir, strerror(errno));
         ld_job_release(db, job, owner, 1);
+        remove_dir(tmp_dir);
         sleep(5);
         return;
     }
@@ -169,7 +211,7 @@ static void run_job(const ld_config *cfg, ld_db *db, const char *owner, ld_job *
     if (pid < 0) {
         ld_error("report %s: fork failed: %s; giving it back", job->report_id, strerror(errno));
         ld_job_release(db, job, owner, 1);
-        unlink(out_path);
+        remove_dir(tmp_dir);
         sleep(1);
         return;
     }
@@ -202,7 +244,7 @@ static void run_job(const ld_config *cfg, ld_db *db, const char *owner, ld_job *
     double secs = mono() - t0;
     size_t len = 0;
     char *text = read_all(out_path, &len);
-    unlink(out_path);
+    remove_dir(tmp_dir);
     char msg[700];
     if (lost) {
         /* someone else owns it now */
@@ -212,21 +254,21 @@ static void run_job(const ld_config *cfg, ld_db *db, const char *owner, ld_job *
     } else if (timed_out) {
         snprintf(msg, sizeof msg, "analysis timed out after %d s", cfg->analysis_timeout_s);
         ld_warn("report %s: %s (attempt %d of %d)", job->report_id, msg, job->attempts, cfg->max_attempts);
-        ld_job_fail(db, job, owner, msg, 0, cfg->max_attempts);
+        fail_job(db, job, owner, msg, 0, cfg->max_attempts);
     } else if (WIFSIGNALED(status)) {
         snprintf(msg, sizeof msg, "analysis crashed (signal %d%s)", WTERMSIG(status),
                  WTERMSIG(status) == SIGKILL ? ", likely out of memory" : "");
         ld_warn("report %s: %s (attempt %d of %d)", job->report_id, msg, job->attempts, cfg->max_attempts);
-        ld_job_fail(db, job, owner, msg, 0, cfg->max_attempts);
+        fail_job(db, job, owner, msg, 0, cfg->max_attempts);
     } else if (WEXITSTATUS(status) == CHILD_BAD_INPUT) {
         snprintf(msg, sizeof msg, "the heap dump cannot be analyzed: %.600s", text ? text : "?");
         ld_warn("report %s: %s", job->report_id, msg);
-        ld_job_fail(db, job, owner, msg, 1, cfg->max_attempts);
+        fail_job(db, job, owner, msg, 1, cfg->max_attempts);
     } else if (WEXITSTATUS(status) != CHILD_OK) {
         snprintf(msg, sizeof msg, "analysis failed (%s): %.500s",
                  WEXITSTATUS(status) == CHILD_NOMEM ? "over its memory budget" : "I/O error", text ? text : "?");
         ld_warn("report %s: %s (attempt %d of %d)", job->report_id, msg, job->attempts, cfg->max_attempts);
-        ld_job_fail(db, job, owner, msg, 0, cfg->max_attempts);
+        fail_job(db, job, owner, msg, 0, cfg->max_attempts);
     } else {
         lw_leak_report *rep = NULL;
         lw_error err = {0};
@@ -234,7 +276,7 @@ static void run_job(const ld_config *cfg, ld_db *db, const char *owner, ld_job *
         if (!text || lw_leak_report_from_json(text, len, &lim, &rep, &err) != LW_OK) {
             snprintf(msg, sizeof msg, "the analysis result could not be read: %s", err.message);
             ld_error("report %s: %s", job->report_id, msg);
-            ld_job_fail(db, job, owner, msg, 0, cfg->max_attempts);
+            fail_job(db, job, owner, msg, 0, cfg->max_attempts);
         } else {
             ld_status st = ld_job_complete(db, job, owner, rep);
             if (st == LD_OK)

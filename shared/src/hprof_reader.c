@@ -65,10 +65,16 @@ static lw_status parse_header(lw__hprof *h, lw_error *err) {
     if (!nul) return lw__fail(err, LW_ERR_FORMAT, "offset 0: not an HPROF heap dump (no version string in the first %llu bytes)",
                               (unsigned long long)max);
     size_t vlen = (size_t)(nul - h->data);
-    if (vlen >= sizeof h->version || strncmp((const char *)h->data, "JAVA PROFILE 1.0", 16) != 0)
-        return lw__fail(err, LW_ERR_FORMAT, "offset 0: not an HPROF heap dump (header \"%.*s\")", (int)(vlen > 40 ? 40 : vlen),
-                        (const char *)h->data);
-    memcpy(h->version, h->data, vlen);
+    if (vlen >= sizeof h->version || strncmp((const char *)h->data, "JAVA PROFILE 1.0", 16) != 0) {
+        /* Quote only printable ASCII: the message ends up in logs and databases. */
+        char shown[41];
+        size_t n = vlen < 40 ? vlen : 40;
+        for (size_t i = 0; i < n; i++) shown[i] = h->data[i] >= 0x20 && h->data[i] < 0x7f ? (char)h->data[i] : '?';
+        shown[n] = 0;
+        return lw__fail(err, LW_ERR_FORMAT, "offset 0: not an HPROF heap dump (header \"%s\")", shown);
+    }
+    for (size_t i = 0; i < vlen; i++) /* printable ASCII only: it is quoted in messages */
+        h->version[i] = h->data[i] >= 0x20 && h->data[i] < 0x7f ? (char)h->data[i] : '?';
     h->version[vlen] = 0;
     if (strcmp(h->version, "JAVA PROFILE 1.0.1") != 0 && strcmp(h->version, "JAVA PROFILE 1.0.2") != 0 &&
         strcmp(h->version, "JAVA PROFILE 1.0.3") != 0)
@@ -154,6 +160,13 @@ lw_status lw__hprof_open_file(lw__hprof *h, const char *path, const lw_heap_opti
     }
     st = map_file(h, open_path, err);
     if (st != LW_OK) goto fail;
+    if (h->tmp_path) {
+        /* The mapping keeps the decompressed data alive: unlink it now, so that a crash or a
+         * kill of this process can never leave it behind. */
+        unlink(h->tmp_path);
+        lw__free(h->tmp_path);
+        h->tmp_path = NULL;
+    }
     st = parse_header(h, err);
     if (st != LW_OK) {
         char msg[sizeof err->message];

@@ -90,7 +90,7 @@ static int64_t mono_ms(void) {
 /* Runs argv with extra "K=V" environment entries; stdout+stderr into out[cap]. Exit code, or -1. */
 static int run(char *const argv[], char *const env[], char *out, size_t cap) {
     int p[2];
-    if (pipe(p) != 0) return -1;
+    if (pipe2(p, O_CLOEXEC) != 0) return -1; /* daemons started by argv must not inherit it */
     pid_t pid = fork();
     if (pid < 0) return -1;
     if (pid == 0) {
@@ -633,7 +633,12 @@ static void check_refused_without_body(fixture *f, const server *s, const char *
 static void test_wrong_key_401_sends_no_body(void **state) {
     fixture *f = *state;
     NEED_PG(f);
-    check_refused_without_body(f, &f->main, "lw_ingest_999999_NotAKeyAtAll0123456789", 401, "unauthorized");
+    /* A well-formed key whose secret is wrong: "unknown or revoked key". */
+    char key[160];
+    snprintf(key, sizeof key, "%s", f->ingest);
+    size_t l = strlen(key);
+    key[l - 1] = key[l - 1] == 'A' ? 'B' : 'A';
+    check_refused_without_body(f, &f->main, key, 401, "unknown or revoked key");
 }
 
 static void test_too_large_413_sends_no_body(void **state) {

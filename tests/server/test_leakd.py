@@ -1,0 +1,1183 @@
+#!/usr/bin/env python3
+"""test_leakd.py — integration tests of the REAL leakd binary against a REAL PostgreSQL.
+
+    tests/server/with_pg.sh python3 tests/server/test_leakd.py -v
+
+Every JSON body received is validated against server/openapi.yaml (leakd_harness.OpenAPI);
+every response status must be declared there for its operation. Each test class runs its own
+`leakd serve` (free loopback ports, temp data dir) on its own fresh database, so the workers
+of one never see another's reports. Settings are in the environment (see leakd_harness).
+"""
+import hashlib
+import http.client
+import json
+import os
+import signal
+import socket
+import sys
+import threading
+import time
+import unittest
+import uuid
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import leakd_harness as H  # noqa: E402
+
+LISTENER_SIG = "7fbf1ee390281fa516e5a7569a061d5d15dace85"
+INPUTS = None
+API = None
+SKIP = H.missing_prerequisites()
+if not SKIP:
+    try:
+        import yaml  # noqa: F401
+        import jsonschema  # noqa: F401
+    except ImportError as e:
+        SKIP = "%s: install python3-yaml and python3-jsonschema" % e
+
+
+def setUpModule():
+    global INPUTS, API
+    if SKIP:
+        print("\nSKIPPING leakd integration tests: " + SKIP, file=sys.stderr)
+        raise unittest.SkipTest(SKIP)
+    API = H.OpenAPI()
+    INPUTS = H.Inputs()
+    H.base_database_url()
+
+
+def tearDownModule():
+    if INPUTS:
+        INPUTS.cleanup()
+    H.shutdown()
+
+
+def rows(url, sql):
+    return H.psql(url, sql)
+
+
+def one(url, sql):
+    r = H.psql(url, sql)
+    assert len(r) == 1 and len(r[0]) == 1, (sql, r)
+    return r[0][0]
+
+
+class ServerCase(unittest.TestCase):
+    """A class-wide leakd on a fresh, migrated database."""
+    workers = 2
+    settings = {}
+
+    @classmethod
+    def setUpClass(cls):
+        cls.db = H.migrated_database()
+        cls.addClassCleanup(H.drop_database, cls.db)
+        cls.app = H.create_app(cls.db, "alpha")
+        cls.other = H.create_app(cls.db, "beta")
+        cls.admin = H.create_key(cls.db, "--admin")
+        cls.server = H.Leakd(cls.db, workers=cls.workers, **cls.settings)
+        cls.addClassCleanup(cls.server.cleanup)
+        cls.server.start()
+        cls.http = H.Client(cls.server.port, API)
+
+    def new_app(self, slug=None):
+        slug = slug or "app-" + uuid.uuid4().hex[:10]
+        app = H.create_app(self.db, slug)
+        self.wait_key_known(app.read, slug)
+        return app
+
+    @classmethod
+    def wait_key_known(cls, read_key, slug):
+        """A key made after leakd started is found on a cache miss, but such a refresh runs at
+        most once a second: until then the key is 'unknown' (401). Wait for it."""
+        H.wait_for(lambda: cls.http.get("/v1/apps/%s/leaks?limit=1" % slug, key=read_key).status == 200, 5,
+                   interval=0.2, what="the new key to be known")
+
+    def report_row(self, report_id, cols="status, attempts, error, lease_owner"):
+        r = rows(self.db, "SELECT %s FROM reports WHERE id = '%s'" % (cols, report_id))
+        return r[0] if r else None
+
+    def wait_report(self, report_id, statuses=("done", "failed"), timeout=60):
+        return H.wait_for(lambda: (lambda r: r if r and r[0] in statuses else None)(self.report_row(report_id)),
+                          timeout, what="report %s to be %s\n%s" % (report_id, statuses, self.server.log()[-3000:]))
+
+    def upload_traces(self, app, doc, key=None, **meta_kw):
+        meta = H.make_meta(app.slug, mode="traces", **meta_kw)
+        r = self.http.upload(key or app.ingest, meta, json.dumps(doc).encode(), "traces", "application/json")
+        return meta, r
+
+    def assertError(self, r, status, code=None, retry_after=False):
+        self.assertEqual(r.status, status, r)
+        self.assertEqual(r.header("Content-Type"), "application/json")
+        if code:
+            self.assertEqual(r.json["error"]["code"], code, r)
+        if retry_after:
+            ra = r.header("Retry-After")
+            self.assertIsNotNone(ra, "Retry-After missing: %r" % r)
+            self.assertGreaterEqual(int(ra), 1)
+
+    def tmp_snapshot(self):
+        return set(self.server.tmp_files())
+
+    def assertNoNewTmpFiles(self, before, timeout=5):
+        """Nothing new in data/tmp (files present before are another test's)."""
+        H.wait_for(lambda: not (set(self.server.tmp_files()) - before), timeout,
+                   what="no new file in data/tmp (new: %s)" % sorted(set(self.server.tmp_files()) - before))
+
+    def assertNoUploadTmpFiles(self, server=None):
+        """No upload-* temp file (the request's cleanup may run just after the answer is sent)."""
+        srv = server or self.server
+        H.wait_for(lambda: not [f for f in srv.tmp_files() if f.startswith("upload-")], 3,
+                   what="no upload temp file: %s" % srv.tmp_files())
+
+    def stop_workers(self):
+        """SIGSTOP the workers (so nothing is claimed); SIGCONT at cleanup at the latest."""
+        pids = self.server.worker_pids()
+        self.assertEqual(len(pids), self.workers)
+        for p in pids:
+            os.kill(p, signal.SIGSTOP)
+
+        def cont():
+            for p in pids:
+                try:
+                    os.kill(p, signal.SIGCONT)
+                except ProcessLookupError:
+                    pass
+        self.addCleanup(cont)
+        return cont
+
+
+# =============================================================================================
+class T01_Cli(unittest.TestCase):
+    """leakd migrate / app / key: exit codes, messages and rows."""
+
+    def setUp(self):
+        self.db = H.fresh_database()
+        self.addCleanup(H.drop_database, self.db)
+
+    def test_migrate_is_idempotent(self):
+        n = len([f for f in os.listdir(os.path.join(H.REPO, "migrations")) if f.endswith(".sql")])
+        rc, out, err = H.leakd_cli(self.db, "migrate")
+        self.assertEqual(rc, 0, err)
+        self.assertIn("Applied %d migration%s; the schema is at version %d." % (n, "" if n == 1 else "s", n), out)
+        rc, out, err = H.leakd_cli(self.db, "migrate")
+        self.assertEqual(rc, 0, err)
+        self.assertEqual(out.strip(), "The database is up to date (schema version %d)." % n)
+        self.assertEqual(rows(self.db, "SELECT version FROM schema_migrations ORDER BY version"),
+                         [[str(i)] for i in range(1, n + 1)])
+        for t in ("apps", "api_keys", "reports", "leak_groups", "occurrences"):
+            self.assertEqual(one(self.db, "SELECT to_regclass('%s') IS NOT NULL" % t), "t")
+
+    def test_serve_refuses_an_unmigrated_database(self):
+        srv = H.Leakd(self.db, workers=1)
+        self.addCleanup(srv.cleanup)
+        srv.start(wait=False)
+        rc = srv.proc.wait(timeout=15)
+        self.assertEqual(rc, 1)
+        log = srv.log()
+        self.assertIn("not migrated", log)
+        self.assertIn("leakd migrate", log)
+        # nothing was served, no worker left behind
+        with self.assertRaises(OSError):
+            socket.create_connection(("127.0.0.1", srv.port), timeout=1).close()
+        # and app commands refuse it too (exit 4: schema mismatch)
+        rc, out, err = H.leakd_cli(self.db, "app", "list")
+        self.assertEqual(rc, 4, err)
+        self.assertIn("leakd migrate", err)
+
+    def test_app_and_key_commands(self):
+        self.assertEqual(H.leakd_cli(self.db, "migrate")[0], 0)
+        rc, out, err = H.leakd_cli(self.db, "app", "list")
+        self.assertEqual((rc, out.strip()), (0, "No apps yet: create one with `leakd app create NAME`."))
+        rc, out, err = H.leakd_cli(self.db, "app", "create", "demo")
+        self.assertEqual(rc, 0, err)
+        self.assertRegex(out, r"ingest key: lw_ingest_1_[0-9A-Za-z]+\n")
+        self.assertRegex(out, r"read key:   lw_read_2_[0-9A-Za-z]+\n")
+        self.assertEqual(H.leakd_cli(self.db, "app", "create", "demo")[0], 3)            # exists
+        rc, out, err = H.leakd_cli(self.db, "app", "create", "Bad Name")
+        self.assertEqual(rc, 3)                                                              # invalid slug
+        self.assertIn("invalid app name", err)
+        self.assertEqual(H.leakd_cli(self.db, "app", "create")[0], 2)                      # usage
+        rc, out, err = H.leakd_cli(self.db, "app", "list")
+        self.assertEqual(rc, 0)
+        self.assertRegex(out, r"\n\s+1\s+demo\s+\S+\s+1\s+1\n")
+        rc, out, err = H.leakd_cli(self.db, "key", "create", "demo", "read")
+        self.assertEqual(rc, 0, err)
+        self.assertRegex(out, r"Created read key 3 for app \"demo\":\n  lw_read_3_")
+        read3 = H.KEY_RE.search(out).group(0)
+        self.assertEqual(H.leakd_cli(self.db, "key", "create", "nope", "read")[0], 3)      # no such app
+        self.assertEqual(H.leakd_cli(self.db, "key", "create", "demo", "admin")[0], 3)     # admin has no app
+        self.assertEqual(H.leakd_cli(self.db, "key", "create", "demo", "bogus")[0], 2)     # bad kind
+        rc, out, err = H.leakd_cli(self.db, "key", "create", "--admin")
+        self.assertEqual(rc, 0, err)
+        self.assertRegex(out, r"Created admin key (\d+):\n  lw_admin_\1_")
+        admin_id = H.key_id(H.KEY_RE.search(out).group(0))
+        self.assertEqual(H.leakd_cli(self.db, "key", "revoke", "999")[0], 3)               # no such key
+        self.assertEqual(H.leakd_cli(self.db, "key", "revoke", "abc")[0], 2)               # not a number
+        self.assertEqual(H.leakd_cli(self.db, "key", "revoke", "0")[0], 2)
+        rc, out, err = H.leakd_cli(self.db, "key", "revoke", "3")
+        self.assertEqual((rc, out.strip()), (0, "Revoked key 3."))
+        self.assertEqual(H.leakd_cli(self.db, "frobnicate")[0], 2)
+        self.assertEqual(rows(self.db, "SELECT id, kind, app_id IS NULL, revoked_at IS NOT NULL FROM api_keys ORDER BY id"),
+                         [["1", "ingest", "f", "f"], ["2", "read", "f", "f"], ["3", "read", "f", "t"],
+                          [str(admin_id), "admin", "t", "f"]])
+        self.assertEqual(H.key_id(read3), 3)
+        self.assertEqual(one(self.db, "SELECT count(*) FROM api_keys WHERE length(key_hash) = 32"), "4")
+        # the database unreachable: exit 4
+        dead = H.url_with_db("postgresql://postgres@127.0.0.1:%d/x" % H.free_port(), "x")
+        rc, out, err = H.leakd_cli(dead, "app", "list")
+        self.assertEqual(rc, 4)
+        self.assertIn("cannot connect", err)
+
+
+# =============================================================================================
+class T02_Ingest(ServerCase):
+    """Uploads: heap and traces, idempotence, signatures, every refusal of the wire protocol."""
+    settings = {"max_decompressed_bytes": "64M", "cors_origins": "https://dash.example.com, https://b.example.com"}
+
+    def test_heap_upload_queued_analyzed_grouped_and_repeated(self):
+        cont = self.stop_workers()
+        meta = H.make_meta("alpha", version="1.0", build=10)
+        rid = meta["report_id"]
+        r = self.http.upload_file(self.app.ingest, meta, INPUTS.stripped("listener_list"))
+        self.assertEqual(r.status, 202, r)
+        self.assertEqual(r.json["id"], rid)
+        self.assertEqual((r.json["status"], r.json["attempts"], r.json["mode"], r.json["app"]), ("queued", 0, "heap", "alpha"))
+        self.assertEqual((r.json["leaks"], r.json["leaks_found"], r.json["error"]), ([], None, None))
+        self.assertEqual(self.report_row(rid, "status, attempts, mode, app_version, build, blob_path, blob_bytes"),
+                         ["queued", "0", "heap", "1.0", "10", "blobs/alpha/%s.hprof.zst" % rid,
+                          str(os.path.getsize(INPUTS.stripped("listener_list")))])
+        blob = self.server.blob_path("alpha", rid)
+        with open(blob, "rb") as a, open(INPUTS.stripped("listener_list"), "rb") as b:
+            self.assertEqual(hashlib.sha256(a.read()).digest(), hashlib.sha256(b.read()).digest())
+        self.assertNoUploadTmpFiles()
+        cont()
+        self.wait_report(rid)
+        g = self.http.get("/v1/reports/" + rid, key=self.app.read)
+        self.assertEqual(g.status, 200)
+        self.assertEqual((g.json["status"], g.json["attempts"], g.json["leaks_found"]), ("done", 1, 1))
+        self.assertEqual(g.json["leaks"], [{"signature": LISTENER_SIG, "kind": "application",
+                                            "short_description": "EventBus.subscribers", "count": 1}])
+        # the group, with the exact trace of tests/java/expected
+        exp = INPUTS.expected("listener_list")["leaks"][0]
+        d = self.http.get("/v1/apps/alpha/leaks/" + LISTENER_SIG, key=self.app.read)
+        self.assertEqual(d.status, 200)
+        j = d.json
+        self.assertEqual((j["occurrences"], j["devices"], j["leaked_objects"], j["status"], j["kind"],
+                          j["leaking_class"], j["first_version"], j["first_build"], j["grouping_version"]),
+                         (1, 1, 1, "open", "application", "leaktest.NewsScreen", "1.0", 10, 1))
+        els = j["representative_trace"]["json"]["elements"]
+        self.assertEqual(j["representative_trace"]["json"]["gc_root"], exp["gc_root"])
+        self.assertEqual([{k: e[k] for k in ("class", "object_kind", "leaking", "reference") if k in e} for e in els],
+                         exp["elements"])
+        self.assertEqual(els[-1]["key"], exp["key"])
+        self.assertIn("├─ leaktest.EventBus class", j["representative_trace"]["text"])
+        self.assertIn("╰→ leaktest.NewsScreen instance", j["representative_trace"]["text"])
+        self.assertEqual(j["versions"], [{"app_version": "1.0", "occurrences": 1, "leaked_objects": 1, "build": 10}])
+        self.assertEqual([o["report_id"] for o in j["recent_occurrences"]], [rid])
+        # the same report_id again: 200 with the stored report; nothing stored twice
+        r2 = self.http.upload_file(self.app.ingest, meta, INPUTS.stripped("listener_list"))
+        self.assertEqual(r2.status, 200, r2)
+        self.assertEqual((r2.json["id"], r2.json["status"], r2.json["attempts"]), (rid, "done", 1))
+        self.assertEqual(one(self.db, "SELECT count(*) FROM reports WHERE id = '%s'" % rid), "1")
+        self.assertEqual(one(self.db, "SELECT count(*) FROM occurrences WHERE report_id = '%s'" % rid), "1")
+        self.assertEqual(one(self.db, "SELECT g.occurrences FROM leak_groups g JOIN apps a ON a.id = g.app_id"
+                                      " WHERE a.slug = 'alpha' AND g.signature = '%s'" % LISTENER_SIG), "1")
+        self.assertEqual(sorted(os.listdir(os.path.join(self.server.data_dir, "blobs", "alpha"))), [rid + ".hprof.zst"])
+        self.assertNoUploadTmpFiles()
+
+    def test_successful_analysis_leaves_no_temp_files(self):
+        """BUG (found by this suite): the analysis child decompresses the blob to
+        data/tmp/leakcore-XXXXXX and exits (_exit) without closing the heap, so every analyzed
+        heap report leaves a decompressed copy of its dump behind until leakd restarts."""
+        app = self.new_app()
+        before = self.tmp_snapshot()
+        meta = H.make_meta(app.slug)
+        self.assertEqual(self.http.upload_file(app.ingest, meta, INPUTS.stripped("static_field")).status, 202)
+        self.assertEqual(self.wait_report(meta["report_id"])[0], "done")
+        self.assertNoNewTmpFiles(before)
+
+    def test_heap_upload_of_multi_dump_groups_every_signature(self):
+        app = self.new_app()
+        meta = H.make_meta(app.slug)
+        r = self.http.upload_file(app.ingest, meta, INPUTS.stripped("multi"))
+        self.assertEqual(r.status, 202, r)
+        self.assertIn(r.json["status"], ("queued", "analyzing", "done"))
+        self.wait_report(meta["report_id"])
+        exp = {l["signature"]: l["count"] for l in INPUTS.expected("multi")["leaks"]}
+        got = rows(self.db, "SELECT g.signature, g.leaked_objects, g.occurrences FROM leak_groups g JOIN apps a ON a.id = g.app_id"
+                            " WHERE a.slug = '%s' ORDER BY 1" % app.slug)
+        self.assertEqual(got, [[s, str(c), "1"] for s, c in sorted(exp.items())])
+        g = self.http.get("/v1/reports/" + meta["report_id"], key=app.read)
+        self.assertEqual((g.json["status"], g.json["leaks_found"]), ("done", 3))
+
+    def test_traces_upload_is_done_and_grouped_at_once(self):
+        app = self.new_app()
+        doc = INPUTS.traces_json("listener_list")
+        API.validate_schema("TraceDocument", doc)
+        meta, r = self.upload_traces(app, doc)
+        self.assertEqual(r.status, 202, r)
+        self.assertEqual((r.json["status"], r.json["mode"], r.json["attempts"], r.json["leaks_found"]), ("done", "traces", 0, 1))
+        self.assertEqual(r.json["leaks"][0]["signature"], LISTENER_SIG)
+        self.assertIsNotNone(r.json["analyzed_at"])
+        d = self.http.get("/v1/apps/%s/leaks/%s" % (app.slug, LISTENER_SIG), key=app.read)
+        self.assertEqual((d.status, d.json["occurrences"]), (200, 1))
+        self.assertEqual(self.report_row(meta["report_id"], "status, blob_path, leaks_found"), ["done", None, "1"])
+        r2 = self.upload_traces(app, doc, report_id=meta["report_id"])[1]
+        self.assertEqual((r2.status, r2.json["status"]), (200, "done"))
+        self.assertEqual(one(self.db, "SELECT count(*) FROM occurrences WHERE report_id = '%s'" % meta["report_id"]), "1")
+
+    def test_traces_with_a_flipped_suspect_flag_is_refused(self):
+        app = self.new_app()
+        doc = INPUTS.traces_json("listener_list")
+        doc["leaks"][0]["traces"][0]["elements"][1]["reference"]["suspect"] = False
+        meta, r = self.upload_traces(app, doc)
+        self.assertError(r, 400, "bad_traces")
+        self.assertIn("suspect", r.json["error"]["message"])
+        self.assertIsNone(self.report_row(meta["report_id"]))
+        self.assertEqual(one(self.db, "SELECT count(*) FROM leak_groups g JOIN apps a ON a.id = g.app_id WHERE a.slug = '%s'" % app.slug), "0")
+
+    def test_traces_with_a_tampered_signature_is_grouped_under_the_true_one(self):
+        app = self.new_app()
+        doc = INPUTS.traces_json("listener_list")
+        doc["leaks"][0]["signature"] = "0123456789abcdef0123456789abcdef01234567"
+        meta, r = self.upload_traces(app, doc)
+        self.assertEqual(r.status, 202, r)
+        self.assertEqual(r.json["leaks"][0]["signature"], LISTENER_SIG)
+        self.assertEqual(rows(self.db, "SELECT signature FROM leak_groups g JOIN apps a ON a.id = g.app_id WHERE a.slug = '%s'" % app.slug),
+                         [[LISTENER_SIG]])
+        self.assertEqual(self.http.get("/v1/apps/%s/leaks/0123456789abcdef0123456789abcdef01234567" % app.slug,
+                                       key=app.read).status, 404)
+        # a synthetic leak: the server's signature is SHA-1(class + field) of the suspects
+        leak = H.synthetic_leak("com.example.Holder", "com.example.Screen")
+        true_sig = leak["signature"]
+        leak["signature"] = "f" * 40
+        meta, r = self.upload_traces(app, H.traces_doc(leak))
+        self.assertEqual(r.status, 202, r)
+        self.assertEqual(true_sig, H.sha1("com.example.Holderleak"))
+        self.assertEqual(r.json["leaks"][0]["signature"], true_sig)
+
+    # ---- refusals -------------------------------------------------------------------------
+    def test_refusals_401_403(self):
+        meta = H.make_meta("alpha", mode="traces")
+        body = json.dumps(INPUTS.traces_json("listener_list")).encode()
+        cases = [
+            ("no key", None, 401), ("unknown key", "lw_ingest_999_" + "A" * 32, 401),
+            ("malformed key", "not-a-key", 401), ("read key uploads", self.app.read, 403),
+            ("other app's key", self.other.ingest, 403),
+        ]
+        ids = []
+        for name, key, status in cases:
+            with self.subTest(name):
+                ids.append(str(uuid.uuid4()))
+                r = self.http.upload(key, dict(meta, report_id=ids[-1]), body, "traces", "application/json")
+                self.assertError(r, status, "unauthorized" if status == 401 else "forbidden")
+        r = self.http.get("/v1/apps/alpha/leaks", key="Basic dXNlcjpwYXNz")
+        self.assertError(r, 401, "unauthorized")
+        r = self.http.request("GET", "/v1/apps/alpha/leaks", headers={"Authorization": "Basic dXNlcjpwYXNz"})
+        self.assertError(r, 401, "unauthorized")
+        # an admin key may upload for any existing app, not for a missing one
+        r = self.http.upload(self.admin, H.make_meta("nosuchapp", mode="traces"), body, "traces", "application/json")
+        self.assertError(r, 403, "forbidden")
+        self.assertEqual(one(self.db, "SELECT count(*) FROM reports WHERE id IN (%s)" % ",".join("'%s'" % i for i in ids)), "0")
+
+    def test_refusal_411_chunked_body(self):
+        body, ctype = H.multipart(H.make_meta("alpha", mode="traces"), b"{}", "traces", "application/json")
+        conn = http.client.HTTPConnection("127.0.0.1", self.server.port, timeout=10)
+        conn.putrequest("POST", "/v1/reports")
+        conn.putheader("Authorization", "Bearer " + self.app.ingest)
+        conn.putheader("Content-Type", ctype)
+        conn.putheader("Transfer-Encoding", "chunked")
+        conn.endheaders()
+        try:
+            conn.send(b"%x\r\n%s\r\n0\r\n\r\n" % (len(body), body))
+        except OSError:
+            pass
+        resp = conn.getresponse()
+        data = resp.read()
+        conn.close()
+        r = H.Response(resp.status, H._Headers(resp.getheaders()), data)
+        API.check_response("POST", "/v1/reports", r.status, r.headers, r.body)
+        self.assertError(r, 411, "length_required")
+
+    def test_refusal_413_is_answered_before_the_body(self):
+        limit = 1 << 30  # the default LEAKD_MAX_UPLOAD_BYTES
+        s = socket.create_connection(("127.0.0.1", self.server.port), timeout=10)
+        self.addCleanup(s.close)
+        s.sendall(("POST /v1/reports HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\n"
+                   "Content-Type: multipart/form-data; boundary=b\r\nContent-Length: %d\r\n"
+                   "Expect: 100-continue\r\n\r\n" % (self.app.ingest, limit + 1)).encode())
+        data = b""
+        t0 = time.time()
+        while b"\r\n\r\n" not in data or len(data) < data.find(b"\r\n\r\n") + 4 + 10:
+            chunk = s.recv(65536)
+            if not chunk:
+                break
+            data += chunk
+            if time.time() - t0 > 5:
+                break
+        self.assertFalse(data.startswith(b"HTTP/1.1 100"), data[:200])
+        self.assertNotIn(b"100 Continue", data)
+        self.assertTrue(data.startswith(b"HTTP/1.1 413"), data[:200])
+        head, _, body = data.partition(b"\r\n\r\n")
+        hdrs = H._Headers(l.split(": ", 1) for l in head.decode().split("\r\n")[1:])
+        clen = int(hdrs.get("Content-Length"))
+        while len(body) < clen:
+            body += s.recv(65536)
+        API.check_response("POST", "/v1/reports", 413, hdrs, body)
+        self.assertEqual(json.loads(body)["error"]["code"], "too_large")
+        self.assertIn(str(limit), json.loads(body)["error"]["message"])
+
+    def test_refusals_415(self):
+        meta = H.make_meta("alpha", mode="traces")
+        body = json.dumps(INPUTS.traces_json("listener_list")).encode()
+        b, _ = H.multipart(meta, body, "traces", "application/json")
+        for ctype in ("application/json", "multipart/form-data", "text/plain", "multipart/mixed; boundary=x"):
+            with self.subTest(ctype):
+                r = self.http.request("POST", "/v1/reports", key=self.app.ingest, body=b, headers={"Content-Type": ctype})
+                self.assertError(r, 415, "unsupported_media_type")
+        with self.subTest("no content type"):
+            r = self.http.request("POST", "/v1/reports", key=self.app.ingest, body=b)
+            self.assertError(r, 415, "unsupported_media_type")
+        parts_cases = [
+            ("meta as text/plain", [("meta", "text/plain", json.dumps(meta).encode()), ("traces", "application/json", body)]),
+            ("traces as text/plain", [("meta", "application/json", json.dumps(meta).encode()), ("traces", "text/plain", body)]),
+            ("heap as octet-stream", [("meta", "application/json", json.dumps(dict(meta, mode="heap")).encode()),
+                                      ("heap", "application/octet-stream", b"x" * 100)]),
+        ]
+        for name, parts in parts_cases:
+            with self.subTest(name):
+                mb, ct = H.multipart(None, parts=parts)
+                r = self.http.request("POST", "/v1/reports", key=self.app.ingest, body=mb, headers={"Content-Type": ct})
+                self.assertError(r, 415, "unsupported_media_type")
+        self.assertNoUploadTmpFiles()
+        self.assertIsNone(self.report_row(meta["report_id"]))
+
+    def test_refusals_400(self):
+        body = json.dumps(INPUTS.traces_json("listener_list")).encode()
+        heap = open(INPUTS.stripped("listener_list"), "rb").read()
+
+        def m(**kw):
+            return json.dumps(H.make_meta("alpha", mode="traces", **kw)).encode()
+        J, Z = "application/json", "application/zstd"
+        cases = [
+            ("meta not JSON", [("meta", J, b"{not json"), ("traces", J, body)], "bad_meta"),
+            ("meta not an object", [("meta", J, b"[1,2]"), ("traces", J, body)], "bad_meta"),
+            ("report_id upper case", [("meta", J, m(report_id=str(uuid.uuid4()).upper())), ("traces", J, body)], "bad_meta"),
+            ("report_id missing", [("meta", J, json.dumps({"app": "alpha", "mode": "traces"}).encode()), ("traces", J, body)], "bad_meta"),
+            ("app missing", [("meta", J, json.dumps({"report_id": str(uuid.uuid4()), "mode": "traces"}).encode()),
+                             ("traces", J, body)], "bad_meta"),
+            ("mode unknown", [("meta", J, json.dumps(dict(H.make_meta("alpha"), mode="hprof")).encode()), ("traces", J, body)], "bad_meta"),
+            ("build negative", [("meta", J, m(build=-1)), ("traces", J, body)], "bad_meta"),
+            ("build a string", [("meta", J, m(build="12")), ("traces", J, body)], "bad_meta"),
+            ("app_version too long", [("meta", J, m(version="v" * 129)), ("traces", J, body)], "bad_meta"),
+            ("install_id too long", [("meta", J, m(install_id="i" * 65)), ("traces", J, body)], "bad_meta"),
+            ("duplicate keys in meta", [("meta", J, b'{"report_id":"%s","app":"alpha","app":"alpha","mode":"traces"}'
+                                         % str(uuid.uuid4()).encode()), ("traces", J, body)], "bad_meta"),
+            ("meta not first", [("traces", J, body), ("meta", J, m())], "bad_multipart"),
+            ("mode mismatch (heap part, traces mode)", [("meta", J, m()), ("heap", Z, heap)], "mode_mismatch"),
+            ("mode mismatch (traces part, heap mode)",
+             [("meta", J, json.dumps(H.make_meta("alpha", mode="heap")).encode()), ("traces", J, body)], "mode_mismatch"),
+            ("two data parts", [("meta", J, m()), ("traces", J, body), ("traces", J, body)], "bad_multipart"),
+            ("missing data part", [("meta", J, m())], "bad_multipart"),
+            ("unknown part", [("meta", J, m()), ("extra", J, b"{}")], "bad_multipart"),
+            ("traces not JSON", [("meta", J, m()), ("traces", J, b"{oops")], "bad_traces"),
+            ("traces of another format", [("meta", J, m()), ("traces", J, b'{"format":2,"leaks":[]}')], "bad_traces"),
+        ]
+        for name, parts, code in cases:
+            with self.subTest(name):
+                mb, ct = H.multipart(None, parts=parts)
+                r = self.http.request("POST", "/v1/reports", key=self.app.ingest, body=mb, headers={"Content-Type": ct})
+                self.assertError(r, 400, code)
+        raw_cases = [
+            ("no parts at all", b"--bnd--\r\n"),
+            ("garbage body", b"this is not multipart at all" * 10),
+            ("unterminated", b"--bnd\r\nContent-Disposition: form-data; name=\"meta\"\r\nContent-Type: application/json\r\n\r\n{}"),
+            ("part without name", b"--bnd\r\nContent-Type: application/json\r\n\r\n{}\r\n--bnd--\r\n"),
+        ]
+        for name, raw in raw_cases:
+            with self.subTest(name):
+                r = self.http.request("POST", "/v1/reports", key=self.app.ingest, body=raw,
+                                      headers={"Content-Type": "multipart/form-data; boundary=bnd"})
+                self.assertEqual(r.status, 400, r)
+                self.assertIn(r.json["error"]["code"], ("bad_multipart", "bad_meta"))
+        self.assertNoUploadTmpFiles()
+        self.assertEqual(one(self.db, "SELECT count(*) FROM reports r JOIN apps a ON a.id = r.app_id "
+                                      "WHERE a.slug = 'alpha' AND r.mode = 'traces'"), "0")
+
+    def test_refusals_413_parts(self):
+        meta = H.make_meta("alpha", mode="traces", padding="p" * (65 << 10))
+        r = self.http.upload(self.app.ingest, meta, b"{}", "traces", "application/json")
+        self.assertError(r, 413, "too_large")
+        self.assertIn("64 KiB", r.json["error"]["message"])
+        big = json.dumps(H.traces_doc(H.synthetic_leak("a.Big", "a.Screen"))).encode() + b" " * (8 << 20)
+        meta = H.make_meta("alpha", mode="traces")
+        r = self.http.upload(self.app.ingest, meta, big, "traces", "application/json")
+        self.assertError(r, 413, "too_large")
+        self.assertIn("LEAKD_MAX_TRACES_BYTES", r.json["error"]["message"])
+        self.assertIsNone(self.report_row(meta["report_id"]))
+
+    def test_refusal_409_report_id_of_another_app(self):
+        doc = INPUTS.traces_json("listener_list")
+        meta, r = self.upload_traces(self.other, doc)
+        self.assertEqual(r.status, 202, r)
+        meta2 = dict(meta, app="alpha")
+        r = self.http.upload(self.app.ingest, meta2, json.dumps(doc).encode(), "traces", "application/json")
+        self.assertError(r, 409, "conflict")
+        # and as a heap upload: the blob must not stay behind
+        meta3 = dict(H.make_meta("alpha"), report_id=meta["report_id"])
+        r = self.http.upload_file(self.app.ingest, meta3, INPUTS.stripped("listener_list"))
+        self.assertError(r, 409, "conflict")
+        self.assertFalse(os.path.exists(self.server.blob_path("alpha", meta["report_id"])))
+        self.assertNoUploadTmpFiles()
+        self.assertEqual(rows(self.db, "SELECT a.slug FROM reports r JOIN apps a ON a.id = r.app_id WHERE r.id = '%s'"
+                              % meta["report_id"]), [["beta"]])
+
+    # ---- analysis failures -------------------------------------------------------------
+    def test_decompression_bomb_fails_at_once(self):
+        app = self.new_app()
+        before = self.tmp_snapshot()
+        meta = H.make_meta(app.slug)
+        r = self.http.upload_file(app.ingest, meta, INPUTS.bomb())
+        self.assertEqual(r.status, 202, r)
+        st, attempts, err, owner = self.wait_report(meta["report_id"], timeout=60)
+        self.assertEqual((st, attempts), ("failed", "1"))
+        self.assertIn("cap", err)
+        self.assertIn(str(64 << 20), err)
+        self.assertIsNone(owner)
+        g = self.http.get("/v1/reports/" + meta["report_id"], key=app.read)
+        self.assertEqual((g.json["status"], g.json["error"], g.json["leaks"]), ("failed", err, []))
+        self.assertNoNewTmpFiles(before)
+
+    def test_truncated_hprof_fails_at_once_naming_the_offset(self):
+        app = self.new_app()
+        before = self.tmp_snapshot()
+        meta = H.make_meta(app.slug)
+        r = self.http.upload_file(app.ingest, meta, INPUTS.truncated_hprof())
+        self.assertEqual(r.status, 202, r)
+        st, attempts, err, _ = self.wait_report(meta["report_id"])
+        self.assertEqual((st, attempts), ("failed", "1"))
+        self.assertRegex(err, r"offset \d+")
+        self.assertNoNewTmpFiles(before)
+
+    def test_garbage_heap_part_fails_cleanly(self):
+        """BUG (found by this suite): garbage whose first bytes are not UTF-8 and hold a NUL
+        gives the error 'not an HPROF heap dump (header "<raw bytes>")'; PostgreSQL refuses to
+        store that text (invalid byte sequence for encoding UTF8), the worker ignores the
+        failed UPDATE, and the report stays 'analyzing' until its lease expires (60 s), then
+        again on every attempt."""
+        app = self.new_app()
+        before = self.tmp_snapshot()
+        meta = H.make_meta(app.slug)
+        r = self.http.upload_file(app.ingest, meta, INPUTS.garbage())
+        self.assertEqual(r.status, 202, r)
+        st, attempts, err, _ = self.wait_report(meta["report_id"], timeout=15)
+        self.assertEqual((st, attempts), ("failed", "1"))
+        self.assertIn("cannot be analyzed", err)
+        self.assertIn("not an HPROF heap dump", err)
+        self.assertNoNewTmpFiles(before)
+        self.assertEqual(len(self.server.worker_pids()), 2)
+
+    # ---- big and broken uploads -----------------------------------------------------------
+    def test_large_upload_streams_in_bounded_memory(self):
+        app = self.new_app()
+        size = 300 << 20
+        path = INPUTS.random_file(size)
+        pid = self.server.proc.pid
+        base = H.vm_rss_kb(pid)
+        peak = [base]
+        done = threading.Event()
+
+        def sample():
+            while not done.is_set():
+                try:
+                    peak[0] = max(peak[0], H.vm_rss_kb(pid))
+                except OSError:
+                    return
+                time.sleep(0.02)
+        t = threading.Thread(target=sample, daemon=True)
+        t.start()
+        meta = H.make_meta(app.slug)
+        try:
+            r = self.http.upload_file(app.ingest, meta, path, timeout=120)
+        finally:
+            done.set()
+            t.join()
+        self.assertEqual(r.status, 202, r)
+        growth_mb = (peak[0] - base) / 1024
+        print("\n    300 MB upload: leakd serve RSS %d kB -> peak %d kB (+%.1f MB)" % (base, peak[0], growth_mb),
+              file=sys.stderr)
+        self.assertLess(growth_mb, 40, "RSS grew by %.1f MB while streaming 300 MB" % growth_mb)
+        self.assertEqual(os.path.getsize(self.server.blob_path(app.slug, meta["report_id"])), size)
+        self.assertEqual(self.report_row(meta["report_id"], "blob_bytes")[0], str(size))
+        self.assertEqual([f for f in self.server.tmp_files() if f.startswith("upload-")], [])
+        # random bytes are no HPROF: the analysis fails at once (and cleanly)
+        st, attempts, err, _ = self.wait_report(meta["report_id"])
+        self.assertEqual((st, attempts), ("failed", "1"), err)
+
+    def test_client_that_stops_mid_body_leaves_nothing(self):
+        app = self.new_app()
+        meta = H.make_meta(app.slug)
+        boundary = "abortbnd"
+        head = H._part_head(boundary, "meta", "application/json") + json.dumps(meta).encode() + b"\r\n" + \
+            H._part_head(boundary, "heap", "application/zstd")
+        s = socket.create_connection(("127.0.0.1", self.server.port), timeout=10)
+        s.sendall(("POST /v1/reports HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\n"
+                   "Content-Type: multipart/form-data; boundary=%s\r\nContent-Length: %d\r\n\r\n"
+                   % (app.ingest, boundary, 50 << 20)).encode())
+        s.sendall(head)
+        chunk = os.urandom(1 << 20)
+        for _ in range(5):
+            s.sendall(chunk)
+        H.wait_for(lambda: [f for f in self.server.tmp_files() if f.startswith("upload-")], 5, what="the temp file")
+        s.close()
+        H.wait_for(lambda: not [f for f in self.server.tmp_files() if f.startswith("upload-")], 10,
+                   what="the temp file to go: %s" % self.server.tmp_files())
+        self.assertIsNone(self.report_row(meta["report_id"]))
+        self.assertFalse(os.path.exists(self.server.blob_path(app.slug, meta["report_id"])))
+
+    # ---- keys ---------------------------------------------------------------------------------
+    def test_new_key_works_at_once_and_revoked_key_gets_401_within_10s(self):
+        key = H.create_key(self.db, "alpha", "read")
+        path = "/v1/apps/alpha/leaks?limit=1"
+        r = H.wait_for(lambda: (lambda r: r if r.status == 200 else None)(self.http.get(path, key=key)), 3,
+                       interval=0.3, what="a new key to be accepted")
+        self.assertEqual(r.status, 200)
+        rc, out, err = H.leakd_cli(self.db, "key", "revoke", str(H.key_id(key)))
+        self.assertEqual(rc, 0, err)
+        t0 = time.time()
+        r = H.wait_for(lambda: (lambda r: r if r.status != 200 else None)(self.http.get(path, key=key)), 13,
+                       interval=0.25, what="the revoked key to be refused")
+        took = time.time() - t0
+        self.assertError(r, 401, "unauthorized")
+        self.assertLessEqual(took, 11.5)
+        print("\n    revoked key refused after %.1f s" % took, file=sys.stderr)
+        self.assertEqual(self.http.get(path, key=self.app.read).status, 200)
+
+    # ---- CORS ---------------------------------------------------------------------------------
+    def test_cors(self):
+        r = self.http.get("/v1/apps/alpha/leaks", key=self.app.read, headers={"Origin": "https://dash.example.com"})
+        self.assertEqual(r.status, 200)
+        self.assertEqual(r.header("Access-Control-Allow-Origin"), "https://dash.example.com")
+        self.assertEqual(r.header("Vary"), "Origin")
+        r = self.http.get("/v1/apps/alpha/leaks", key=self.app.read, headers={"Origin": "https://b.example.com"})
+        self.assertEqual(r.header("Access-Control-Allow-Origin"), "https://b.example.com")
+        r = self.http.get("/v1/apps/alpha/leaks", key=self.app.read, headers={"Origin": "https://evil.example.com"})
+        self.assertEqual(r.status, 200)
+        self.assertIsNone(r.header("Access-Control-Allow-Origin"))
+        r = self.http.get("/v1/apps/alpha/leaks", headers={"Origin": "https://dash.example.com"})
+        self.assertError(r, 401)
+        self.assertEqual(r.header("Access-Control-Allow-Origin"), "https://dash.example.com")
+        pre = {"Origin": "https://dash.example.com", "Access-Control-Request-Method": "PATCH",
+               "Access-Control-Request-Headers": "authorization, content-type"}
+        for path in ("/v1/apps/alpha/leaks/" + "a" * 40, "/v1/reports"):
+            with self.subTest(path):
+                r = self.http.request("OPTIONS", path, headers=pre)
+                self.assertEqual((r.status, r.body), (204, b""))
+                self.assertEqual(r.header("Access-Control-Allow-Origin"), "https://dash.example.com")
+                self.assertIn("PATCH", r.header("Access-Control-Allow-Methods"))
+                self.assertIn("Authorization", r.header("Access-Control-Allow-Headers"))
+                self.assertEqual(r.header("Access-Control-Max-Age"), "600")
+        r = self.http.request("OPTIONS", "/v1/reports", headers=dict(pre, Origin="https://evil.example.com"))
+        self.assertEqual((r.status, r.body), (403, b""))
+        self.assertIsNone(r.header("Access-Control-Allow-Origin"))
+
+    # ---- health and metrics -------------------------------------------------------------------
+    def test_health_and_metrics_count(self):
+        self.assertEqual(self.http.get("/healthz").json, {"status": "ok"})
+        self.assertEqual(self.http.get("/readyz").json, {"status": "ready"})
+        before = self.server.metrics()
+        self.assertEqual(before["leakd_workers_alive"], 2)
+        self.assertEqual(before["leakd_database_up"], 1)
+        app = self.new_app()
+        doc = INPUTS.traces_json("listener_list")
+        meta, r = self.upload_traces(app, doc)                    # accepted (2xx)
+        self.assertEqual(r.status, 202)
+        self.assertEqual(self.upload_traces(app, doc, report_id=meta["report_id"])[1].status, 200)  # repeated (2xx)
+        self.assertEqual(self.upload_traces(app, doc, key="lw_ingest_1_" + "x" * 32)[1].status, 401)  # refused (4xx)
+        self.assertEqual(self.http.get("/v1/nope", key=app.read).status, 404)  # 4xx, not an upload
+        after = self.server.metrics()
+
+        def d(name):
+            return after.get(name, 0) - before.get(name, 0)
+        self.assertEqual(d('leakd_reports_received_total{outcome="accepted"}'), 1)
+        self.assertEqual(d('leakd_reports_received_total{outcome="repeated"}'), 1)
+        self.assertEqual(d('leakd_reports_received_total{outcome="refused"}'), 1)
+        self.assertEqual(d('leakd_http_requests_total{code="4xx"}'), 2)
+        self.assertGreaterEqual(d('leakd_http_requests_total{code="2xx"}'), 2)
+        self.assertGreater(d("leakd_upload_bytes_total"), len(json.dumps(doc)))
+        self.assertEqual(after['leakd_reports{status="done"}'],
+                         float(one(self.db, "SELECT count(*) FROM reports WHERE status = 'done'")))
+        conn = http.client.HTTPConnection("127.0.0.1", self.server.metrics_port, timeout=5)
+        conn.request("GET", "/other")
+        resp = conn.getresponse()
+        API.check_response("GET", "/metrics", resp.status, H._Headers(resp.getheaders()), resp.read())
+        self.assertEqual(resp.status, 404)
+        # /metrics is not on the API address
+        self.assertEqual(self.http.get("/metrics", check=False).status, 404)
+
+
+# =============================================================================================
+class T03_Grouping(ServerCase):
+    """Occurrences, devices, leaked objects; fixed / regressed / ignored."""
+
+    def test_counts_and_fixed_regressed_ignored(self):
+        app = self.new_app()
+        dev1, dev2 = str(uuid.uuid4()), str(uuid.uuid4())
+        doc = H.traces_doc(H.synthetic_leak("com.example.Bus", "com.example.Screen", count=2))
+        sig = doc["leaks"][0]["signature"]
+        for dev, build, ver in ((dev1, 10, "1.0"), (dev1, 12, "1.2"), (dev2, 11, "1.1")):
+            self.assertEqual(self.upload_traces(app, doc, install_id=dev, build=build, version=ver)[1].status, 202)
+        path = "/v1/apps/%s/leaks/%s" % (app.slug, sig)
+        g = self.http.get(path, key=app.read).json
+        self.assertEqual((g["occurrences"], g["devices"], g["leaked_objects"]), (3, 2, 6))
+        self.assertEqual((g["first_version"], g["first_build"], g["last_version"], g["last_build"]), ("1.0", 10, "1.2", 12))
+        self.assertEqual(sorted((v["app_version"], v["occurrences"], v["leaked_objects"], v["build"]) for v in g["versions"]),
+                         [("1.0", 1, 2, 10), ("1.1", 1, 2, 11), ("1.2", 1, 2, 12)])
+        self.assertEqual(len(g["recent_occurrences"]), 3)
+        self.assertEqual(rows(self.db, "SELECT occurrences, devices, leaked_objects, status FROM leak_groups WHERE signature = '%s'" % sig),
+                         [["3", "2", "6", "open"]])
+        # PATCH needs an admin key, and a valid status
+        self.assertError(self.http.patch(path, app.read, {"status": "fixed"}), 403, "forbidden")
+        self.assertError(self.http.patch(path, app.ingest, {"status": "fixed"}), 403, "forbidden")
+        self.assertError(self.http.patch(path, self.admin, {"status": "regressed"}), 400, "bad_request")
+        self.assertError(self.http.patch(path, self.admin, {"status": "done"}), 400, "bad_request")
+        self.assertError(self.http.patch(path, self.admin, b"not json"), 400, "bad_request")
+        self.assertError(self.http.patch(path, self.admin, b"x" * 5000), 413, "too_large")
+        self.assertError(self.http.patch("/v1/apps/%s/leaks/%s" % (app.slug, "b" * 40), self.admin, {"status": "fixed"}),
+                         404, "not_found")
+        self.assertError(self.http.patch("/v1/apps/nosuchapp/leaks/" + sig, self.admin, {"status": "fixed"}), 404, "not_found")
+        # fixed records the highest build seen
+        p = self.http.patch(path, self.admin, {"status": "fixed"})
+        self.assertEqual(p.status, 200, p)
+        self.assertEqual((p.json["status"], p.json["fixed_in_build"]), ("fixed", 12))
+        # an older and an equal build keep it fixed
+        for b in (11, 12):
+            self.upload_traces(app, doc, install_id=dev2, build=b)
+            g = self.http.get(path, key=app.read).json
+            self.assertEqual((g["status"], g["fixed_in_build"]), ("fixed", 12), "build %d" % b)
+        # a greater build regresses it
+        self.upload_traces(app, doc, install_id=dev2, build=13, version="1.3")
+        g = self.http.get(path, key=app.read).json
+        self.assertEqual((g["status"], g["fixed_in_build"], g["occurrences"], g["devices"], g["last_build"]),
+                         ("regressed", 12, 6, 2, 13))
+        # ignored stays ignored, whatever the build
+        p = self.http.patch(path, self.admin, {"status": "ignored"})
+        self.assertEqual((p.status, p.json["status"], p.json["fixed_in_build"]), (200, "ignored", None))
+        self.upload_traces(app, doc, install_id=str(uuid.uuid4()), build=99, version="9.9")
+        g = self.http.get(path, key=app.read).json
+        self.assertEqual((g["status"], g["devices"], g["last_build"]), ("ignored", 3, 99))
+        p = self.http.patch(path, self.admin, {"status": "open"})
+        self.assertEqual((p.json["status"], p.json["fixed_in_build"]), ("open", None))
+        self.assertEqual(one(self.db, "SELECT count(*) FROM occurrences o JOIN leak_groups g ON g.id = o.group_id "
+                                      "WHERE g.signature = '%s'" % sig), "7")
+
+    def test_report_without_install_id_is_not_a_device(self):
+        app = self.new_app()
+        doc = H.traces_doc(H.synthetic_leak("com.example.Anon", "com.example.Screen"))
+        meta = H.make_meta(app.slug, mode="traces")
+        del meta["device"]
+        r = self.http.upload(app.ingest, meta, json.dumps(doc).encode(), "traces", "application/json")
+        self.assertEqual(r.status, 202, r)
+        g = self.http.get("/v1/apps/%s/leaks/%s" % (app.slug, doc["leaks"][0]["signature"]), key=app.read).json
+        self.assertEqual((g["occurrences"], g["devices"]), (1, 0))
+
+
+# =============================================================================================
+class T04_Api(ServerCase):
+    """List filters, sorting, cursor pagination, new leaks of a version, 4xx answers."""
+
+    @classmethod
+    def setUpClass(cls):
+        super().setUpClass()
+        cls.a = H.create_app(cls.db, "apiapp")
+        cls.wait_key_known(cls.a.read, "apiapp")
+        # 5 application groups and 1 library group; occurrences 1..5 / 1; versions 1.0 and 2.0
+        cls.sigs = []
+        for i in range(5):
+            leak = H.synthetic_leak("com.example.Holder%d" % i, "com.example.Screen%d" % i)
+            cls.sigs.append(leak["signature"])
+            for n in range(i + 1):
+                ver = "2.0" if (i >= 3 or (i == 1 and n == 1)) else "1.0"
+                meta = H.make_meta("apiapp", mode="traces", version=ver, build=20 if ver == "2.0" else 10)
+                r = cls.http.upload(cls.a.ingest, meta, json.dumps(H.traces_doc(leak)).encode(), "traces", "application/json")
+                assert r.status == 202, r
+        lib = H.synthetic_leak("android.app.Activity$1", "com.example.LibScreen",
+                               library_pattern="instance field android.app.Activity$1#this$0")
+        cls.lib_sig = lib["signature"]
+        r = cls.http.upload(cls.a.ingest, H.make_meta("apiapp", mode="traces", version="1.0", build=10),
+                            json.dumps(H.traces_doc(lib)).encode(), "traces", "application/json")
+        assert r.status == 202, r
+
+    def lst(self, query, key=None, app="apiapp"):
+        r = self.http.get("/v1/apps/%s/leaks%s" % (app, query), key=key or self.a.read)
+        self.assertEqual(r.status, 200, r)
+        return r.json
+
+    def test_library_leak_group(self):
+        self.assertEqual(self.lib_sig, H.sha1("instance field android.app.Activity$1#this$0"))
+        g = self.http.get("/v1/apps/apiapp/leaks/" + self.lib_sig, key=self.a.read).json
+        self.assertEqual((g["kind"], g["library_pattern"], g["short_description"]),
+                         ("library", "instance field android.app.Activity$1#this$0",
+                          "instance field android.app.Activity$1#this$0"))
+
+    def test_filters_and_sort(self):
+        all_sigs = set(self.sigs) | {self.lib_sig}
+        self.assertEqual({g["signature"] for g in self.lst("")["leaks"]}, all_sigs)
+        self.assertEqual([g["signature"] for g in self.lst("?kind=library")["leaks"]], [self.lib_sig])
+        self.assertEqual({g["signature"] for g in self.lst("?kind=application")["leaks"]}, set(self.sigs))
+        self.assertEqual({g["signature"] for g in self.lst("?version=2.0")["leaks"]}, {self.sigs[1], self.sigs[3], self.sigs[4]})
+        occ = self.lst("?sort=occurrences&kind=application")["leaks"]
+        self.assertEqual([g["occurrences"] for g in occ], [5, 4, 3, 2, 1])
+        self.assertEqual([g["signature"] for g in occ], list(reversed(self.sigs)))
+        last = self.lst("?sort=last_seen")["leaks"]
+        self.assertEqual([g["last_seen"] for g in last], sorted((g["last_seen"] for g in last), reverse=True))
+        # status filter
+        p = self.http.patch("/v1/apps/apiapp/leaks/" + self.sigs[2], self.admin, {"status": "ignored"})
+        self.addCleanup(self.http.patch, "/v1/apps/apiapp/leaks/" + self.sigs[2], self.admin, {"status": "open"})
+        self.assertEqual(p.status, 200)
+        self.assertEqual([g["signature"] for g in self.lst("?status=ignored")["leaks"]], [self.sigs[2]])
+        self.assertNotIn(self.sigs[2], [g["signature"] for g in self.lst("?status=open")["leaks"]])
+        self.assertEqual(self.lst("?status=fixed")["leaks"], [])
+        # an admin key reads any app
+        self.assertEqual(len(self.lst("", key=self.admin)["leaks"]), 6)
+
+    def test_cursor_pagination(self):
+        for sort in ("occurrences", "last_seen"):
+            with self.subTest(sort):
+                seen, pages, cursor = [], [], None
+                while True:
+                    q = "?limit=2&sort=%s" % sort + ("&cursor=" + cursor if cursor else "")
+                    page = self.lst(q)
+                    pages.append(len(page["leaks"]))
+                    seen += [g["signature"] for g in page["leaks"]]
+                    cursor = page["next_cursor"]
+                    if not cursor:
+                        break
+                    self.assertLess(len(pages), 10)
+                self.assertEqual(pages, [2, 2, 2])
+                self.assertEqual(len(seen), len(set(seen)), "duplicates: %s" % seen)
+                self.assertEqual(set(seen), set(self.sigs) | {self.lib_sig})
+                self.assertEqual(seen, [g["signature"] for g in self.lst("?sort=%s" % sort)["leaks"]])
+        page = self.lst("?limit=5&kind=application")
+        self.assertEqual((len(page["leaks"]), page["next_cursor"]), (5, None))
+
+    def test_new_leaks_of_a_version(self):
+        r = self.http.get("/v1/apps/apiapp/versions/2.0/leaks?new=true", key=self.a.read)
+        self.assertEqual(r.status, 200)
+        self.assertEqual({g["signature"] for g in r.json["leaks"]}, {self.sigs[3], self.sigs[4]})
+        self.assertTrue(all(g["first_version"] == "2.0" for g in r.json["leaks"]))
+        r = self.http.get("/v1/apps/apiapp/versions/2.0/leaks", key=self.a.read)
+        self.assertEqual({g["signature"] for g in r.json["leaks"]}, {self.sigs[1], self.sigs[3], self.sigs[4]})
+        r = self.http.get("/v1/apps/apiapp/versions/1.0/leaks?new=1&kind=library", key=self.a.read)
+        self.assertEqual([g["signature"] for g in r.json["leaks"]], [self.lib_sig])
+        r = self.http.get("/v1/apps/apiapp/versions/3.0/leaks?new=true", key=self.a.read)
+        self.assertEqual(r.json, {"leaks": [], "next_cursor": None})
+
+    def test_bad_parameters_400(self):
+        for q in ("?status=closed", "?kind=native", "?sort=name", "?limit=0", "?limit=201", "?limit=x",
+                  "?cursor=zz", "?cursor=abc", "?cursor=" + "41" * 10):
+            with self.subTest(q):
+                self.assertError(self.http.get("/v1/apps/apiapp/leaks" + q, key=self.a.read), 400, "bad_request")
+        self.assertError(self.http.get("/v1/apps/apiapp/leaks/NOTASIG", key=self.a.read), 400, "bad_request")
+        self.assertError(self.http.get("/v1/apps/apiapp/leaks/" + "A" * 40, key=self.a.read), 400, "bad_request")
+        self.assertError(self.http.get("/v1/reports/" + str(uuid.uuid4()), key=self.admin), 400, "bad_request")
+
+    def test_404_and_403(self):
+        self.assertError(self.http.get("/v1/apps/apiapp/leaks/" + "c" * 40, key=self.a.read), 404, "not_found")
+        self.assertError(self.http.get("/v1/apps/nosuchapp/leaks", key=self.admin), 404, "not_found")
+        self.assertError(self.http.get("/v1/reports/" + str(uuid.uuid4()), key=self.a.read), 404, "not_found")
+        self.assertError(self.http.get("/v1/reports/not-a-uuid", key=self.a.read), 404, "not_found")
+        self.assertError(self.http.get("/v1/nope", key=self.a.read), 404, "not_found")
+        self.assertError(self.http.get("/v1/apps/apiapp/other", key=self.a.read), 404, "not_found")
+        self.assertError(self.http.get("/nope"), 404, "not_found")
+        # another app's read key, an ingest key on the read API
+        self.assertError(self.http.get("/v1/apps/apiapp/leaks", key=self.app.read), 403, "forbidden")
+        self.assertError(self.http.get("/v1/apps/alpha/leaks/" + self.sigs[0], key=self.a.read), 403, "forbidden")
+        self.assertError(self.http.get("/v1/apps/apiapp/versions/1.0/leaks", key=self.app.read), 403, "forbidden")
+        self.assertError(self.http.get("/v1/apps/apiapp/leaks", key=self.a.ingest), 403, "forbidden")
+        # a report of another app is not found with this app's key
+        meta = H.make_meta("alpha", mode="traces")
+        r = self.http.upload(self.app.ingest, meta, json.dumps(H.traces_doc(H.synthetic_leak("a.B", "a.C"))).encode(),
+                             "traces", "application/json")
+        self.assertEqual(r.status, 202)
+        self.assertError(self.http.get("/v1/reports/" + meta["report_id"], key=self.a.read), 404, "not_found")
+        self.assertEqual(self.http.get("/v1/reports/" + meta["report_id"], key=self.app.read).status, 200)
+        # methods
+        r = self.http.request("GET", "/v1/reports", key=self.a.ingest)
+        self.assertError(r, 405, "method_not_allowed")
+        self.assertEqual(r.header("Allow"), "POST")
+        self.assertError(self.http.request("DELETE", "/v1/apps/apiapp/leaks", key=self.admin), 405, "method_not_allowed")
+
+
+# =============================================================================================
+class T05_QuotaAndSlowDrip(ServerCase):
+    workers = 1
+    settings = {"quota_reports_per_min": 2, "min_upload_rate": "1M"}
+
+    def test_quota_429_with_retry_after(self):
+        app = self.new_app()
+        doc = INPUTS.traces_json("listener_list")
+        for _ in range(2):
+            self.assertEqual(self.upload_traces(app, doc)[1].status, 202)
+        meta, r = self.upload_traces(app, doc)
+        self.assertError(r, 429, "rate_limited", retry_after=True)
+        self.assertLessEqual(int(r.header("Retry-After")), 60)
+        self.assertIsNone(self.report_row(meta["report_id"]))
+        # the quota is per key: another key of the same app still uploads
+        key2 = H.create_key(self.db, app.slug, "ingest")
+        time.sleep(1.1)  # a cache miss refreshes at most once a second
+        self.assertEqual(self.upload_traces(app, doc, key=key2)[1].status, 202)
+
+    def test_slow_drip_upload_is_dropped(self):
+        app = self.new_app()
+        s = socket.create_connection(("127.0.0.1", self.server.port), timeout=30)
+        self.addCleanup(s.close)
+        s.sendall(("POST /v1/reports HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\n"
+                   "Content-Type: multipart/form-data; boundary=drip\r\nContent-Length: 100000\r\n\r\n"
+                   % app.ingest).encode())
+        t0 = time.time()
+        dropped_at = None
+        s.settimeout(0.5)
+        while time.time() - t0 < 25:
+            try:
+                s.sendall(b"--")
+            except OSError:
+                dropped_at = time.time() - t0
+                break
+            try:
+                if s.recv(4096) == b"":
+                    dropped_at = time.time() - t0
+                    break
+            except socket.timeout:
+                pass
+            except OSError:
+                dropped_at = time.time() - t0
+                break
+        self.assertIsNotNone(dropped_at, "a 4 bytes/s upload was not dropped in 25 s")
+        print("\n    slow drip dropped after %.1f s" % dropped_at, file=sys.stderr)
+        self.assertGreaterEqual(dropped_at, 9.5)
+        self.assertLessEqual(dropped_at, 14)
+        self.assertIn("dropping a slow upload", self.server.log())
+        self.assertNoUploadTmpFiles()
+
+
+# =============================================================================================
+class T06_AnalysisTimeout(ServerCase):
+    workers = 1
+    settings = {"analysis_timeout": 1}
+
+    def test_timeout_is_retried_three_times_then_failed(self):
+        """A hung analysis (its child is SIGSTOPped as soon as it appears, so the test does not
+        depend on how fast the analyzer is) is killed after LEAKD_ANALYSIS_TIMEOUT=1 s, three
+        times, then the report fails."""
+        app = self.new_app()
+        worker = self.server.worker_pids()[0]
+        stop = threading.Event()
+        frozen = []
+
+        def freezer():
+            while not stop.is_set():
+                for k in H.proc_children(worker):
+                    if k not in frozen:
+                        try:
+                            os.kill(k, signal.SIGSTOP)
+                            frozen.append(k)
+                        except ProcessLookupError:
+                            pass
+                time.sleep(0.001)
+        t = threading.Thread(target=freezer, daemon=True)
+        t.start()
+        self.addCleanup(t.join)
+        self.addCleanup(stop.set)
+        meta = H.make_meta(app.slug)
+        rid = meta["report_id"]
+        r = self.http.upload_file(app.ingest, meta, INPUTS.slow_heap())
+        self.assertEqual(r.status, 202, r)
+        seen = set()
+
+        def poll():
+            row = self.report_row(rid)
+            if row and row[0] == "analyzing":
+                seen.add(int(row[1]))
+            return row if row and row[0] == "failed" else None
+        st, attempts, err, owner = H.wait_for(poll, 60, interval=0.05, what="the report to fail")
+        self.assertEqual((st, attempts), ("failed", "3"))
+        self.assertEqual(err, "analysis timed out after 1 s")
+        self.assertIsNone(owner)
+        self.assertTrue(seen <= {1, 2, 3} and len(seen) >= 2, seen)
+        self.assertEqual(len(frozen), 3)
+        self.assertEqual(self.server.log().count("analysis timed out after 1 s (attempt"), 3)
+        g = self.http.get("/v1/reports/" + rid, key=app.read)
+        self.assertEqual((g.json["status"], g.json["attempts"], g.json["error"]), ("failed", 3, err))
+        with self.subTest("BUG: each killed analysis leaves its partly decompressed dump in data/tmp"):
+            # a killed analysis child cannot clean up after itself; its worker must
+            self.assertNoNewTmpFiles(set(), timeout=5)
+
+
+# =============================================================================================
+def analysis_child(worker_pid):
+    kids = H.proc_children(worker_pid)
+    return kids[0] if kids else None
+
+
+class T07_WorkerLifecycle(ServerCase):
+    workers = 2
+    settings = {"shutdown_timeout": 3}
+
+    def claim_and_freeze(self, app):
+        """Uploads the slow dump, waits until a worker holds its lease, and SIGSTOPs the
+        analysis child so the analysis is certainly in progress. Returns (report_id, worker, child)."""
+        meta = H.make_meta(app.slug)
+        rid = meta["report_id"]
+        r = self.http.upload_file(app.ingest, meta, INPUTS.slow_heap())
+        self.assertEqual(r.status, 202, r)
+        st, attempts, err, owner = H.wait_for(
+            lambda: (lambda r: r if r and r[0] == "analyzing" and r[3] else None)(self.report_row(rid)), 30,
+            interval=0.02, what="a worker to claim the report")
+        worker = int(owner.rsplit(":", 1)[1])
+        child = H.wait_for(lambda: analysis_child(worker), 5, interval=0.01, what="the analysis child")
+        os.kill(child, signal.SIGSTOP)
+        self.addCleanup(lambda: _kill_quietly(child))
+        self.assertEqual(self.report_row(rid)[:2], ["analyzing", attempts])
+        return rid, worker, child, int(attempts)
+
+    def test_kill9_worker_holding_a_lease(self):
+        app = self.new_app()
+        rid, worker, child, attempts = self.claim_and_freeze(app)
+        self.assertEqual(attempts, 1)
+        os.kill(worker, signal.SIGKILL)
+        _kill_quietly(child)  # the orphaned analysis
+        # the supervisor releases the lease at once and starts a new worker
+        H.wait_for(lambda: (lambda r: r if r[0] != "analyzing" or r[3] != "%s" % worker else None)(self.report_row(rid))
+                   and len(self.server.worker_pids()) == 2 and worker not in self.server.worker_pids(), 10,
+                   what="the lease released and the worker restarted")
+        st, attempts2, err, owner = self.wait_report(rid, timeout=60)
+        self.assertEqual(st, "done", err)
+        self.assertEqual(attempts2, "2")
+        self.assertIn("worker %d died of signal 9" % worker, self.server.log())
+        self.assertEqual(self.http.get("/v1/reports/" + rid, key=app.read).json["leaks_found"], 1)
+        self.assertEqual(self.server.metrics()["leakd_workers_alive"], 2)
+
+    def test_sigterm_during_analysis_gives_the_report_back(self):
+        # a leakd of its own: this test stops it
+        app = self.new_app()
+        srv = H.Leakd(self.db, workers=1, shutdown_timeout=3)
+        self.addCleanup(srv.cleanup)
+        self.server.stop()  # the class server would claim the report too
+        srv.start()
+        self.http = H.Client(srv.port, API)
+        rid, worker, child, attempts = self.claim_and_freeze(app)
+        t0 = time.time()
+        srv.proc.send_signal(signal.SIGTERM)
+        rc = srv.proc.wait(timeout=15)
+        took = time.time() - t0
+        print("\n    leakd exited %.1f s after SIGTERM" % took, file=sys.stderr)
+        self.assertEqual(rc, 0)
+        self.assertLessEqual(took, 3 + 2)
+        self.assertEqual(self.report_row(rid, "status, attempts, lease_owner, lease_until, error"),
+                         ["queued", str(attempts - 1), None, None, None])
+        self.assertIn("giving it back without using an attempt", srv.log())
+        self.assertEqual(H.proc_children(srv.proc.pid), [])
+        # a new leakd analyzes it
+        srv2 = H.Leakd(self.db, workers=1, data_dir=srv.data_dir)
+        self.addCleanup(srv2.cleanup)
+        srv2.start()
+        self.server = srv2  # for wait_report's log
+        st, attempts2, err, _ = self.wait_report(rid, timeout=60)
+        self.assertEqual((st, attempts2), ("done", "1"), err)
+
+
+def _kill_quietly(pid):
+    try:
+        os.kill(pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+
+
+# =============================================================================================
+class T08_DatabaseDown(unittest.TestCase):
+    """PostgreSQL stops under a running leakd: 503 + Retry-After (never 401 for a known key),
+    /readyz 503, /healthz 200; it starts again: everything recovers without restarting leakd."""
+
+    def test_database_outage_and_recovery(self):
+        cluster = H.Cluster()
+        self.addCleanup(cluster.destroy)
+        db = H.migrated_database(cluster.url)
+        app = H.create_app(db, "down")
+        srv = H.Leakd(db, workers=1)
+        self.addCleanup(srv.cleanup)
+        srv.start()
+        http_ = H.Client(srv.port, API)
+        doc = json.dumps(INPUTS.traces_json("listener_list")).encode()
+        self.assertEqual(http_.upload(app.ingest, H.make_meta("down", mode="traces"), doc, "traces", "application/json").status, 202)
+        self.assertEqual(http_.get("/v1/apps/down/leaks", key=app.read).status, 200)  # both keys are cached now
+        cluster.stop_server()
+        try:
+            r = http_.upload(app.ingest, H.make_meta("down", mode="traces"), doc, "traces", "application/json")
+            self.assertEqual(r.status, 503, r)
+            self.assertEqual(r.json["error"]["code"], "unavailable")
+            self.assertGreaterEqual(int(r.header("Retry-After")), 1)
+            r = http_.upload_file(app.ingest, H.make_meta("down"), INPUTS.stripped("listener_list"))
+            self.assertEqual(r.status, 503, r)
+            H.wait_for(lambda: srv.tmp_files() == [], 3, what="no upload temp file: %s" % srv.tmp_files())
+            for path in ("/v1/apps/down/leaks", "/v1/apps/down/leaks/" + LISTENER_SIG, "/v1/reports/" + str(uuid.uuid4()),
+                         "/v1/apps/down/versions/1.0/leaks"):
+                with self.subTest(path):
+                    r = http_.get(path, key=app.read)
+                    self.assertEqual(r.status, 503, r)
+                    self.assertGreaterEqual(int(r.header("Retry-After")), 1)
+            time.sleep(1.1)  # a cache miss may refresh once a second
+            r = http_.get("/v1/apps/down/leaks", key="lw_read_77_" + "Z" * 32)
+            self.assertEqual(r.status, 503, r)  # unknown key, database down: cannot tell
+            r = http_.get("/readyz")
+            self.assertEqual(r.status, 503)
+            self.assertGreaterEqual(int(r.header("Retry-After")), 1)
+            self.assertEqual(http_.get("/healthz").status, 200)
+            m = srv.metrics()
+            self.assertEqual(m["leakd_database_up"], 0)
+            self.assertGreaterEqual(m["leakd_unavailable_total"], 6)
+        finally:
+            cluster.start_server()
+        t0 = time.time()
+        H.wait_for(lambda: http_.get("/readyz").status == 200, 20, interval=0.25, what="/readyz 200")
+        print("\n    ready again %.1f s after PostgreSQL restarted" % (time.time() - t0), file=sys.stderr)
+        meta = H.make_meta("down", mode="traces")
+        self.assertEqual(http_.upload(app.ingest, meta, doc, "traces", "application/json").status, 202)
+        self.assertEqual(http_.get("/v1/apps/down/leaks/" + LISTENER_SIG, key=app.read).json["occurrences"], 2)
+        # and the workers: a heap report is analyzed
+        meta = H.make_meta("down")
+        self.assertEqual(http_.upload_file(app.ingest, meta, INPUTS.stripped("listener_list")).status, 202)
+        H.wait_for(lambda: H.psql(db, "SELECT status FROM reports WHERE id = '%s'" % meta["report_id"]) == [["done"]], 45,
+                   interval=0.25, what="the heap report to be analyzed after the outage\n" + srv.log()[-2000:])
+        print("    heap report analyzed %.1f s after PostgreSQL restarted" % (time.time() - t0), file=sys.stderr)
+        self.assertEqual(srv.proc.poll(), None)
+
+
+# =============================================================================================
+class T99_SpecCoverage(unittest.TestCase):
+    def test_openapi_document_is_consistent(self):
+        doc = API.doc
+        # every $ref resolves; every operation declares 401 unless it is public
+        def walk(n):
+            if isinstance(n, dict):
+                if "$ref" in n:
+                    API.resolve(n)
+                for v in n.values():
+                    walk(v)
+            elif isinstance(n, list):
+                for v in n:
+                    walk(v)
+        walk(doc)
+        for path, item in doc["paths"].items():
+            for method, op in item.items():
+                if method == "options":
+                    continue
+                if op.get("security") == []:
+                    continue
+                self.assertIn("401", op["responses"], "%s %s" % (method, path))
+                self.assertIn("503", op["responses"], "%s %s" % (method, path))
+        for code in ("429", "503"):
+            self.assertIn("Retry-After", API.resolve(doc["paths"]["/v1/reports"]["post"]["responses"][code])["headers"])
+
+
+if __name__ == "__main__":
+    unittest.main()
