@@ -50,8 +50,8 @@ struct lw_client {
     int uploading;            /* an upload is in flight */
     /* the dump in progress (one at a time: the trigger guarantees it) */
     char report_id[37];
-    char dump_path[LWC_SPOOL_PATH_MAX];
-    char data_path[LWC_SPOOL_PATH_MAX];
+    char dump_path[LWC_SPOOL_PATH_MAX + 16];
+    char data_path[LWC_SPOOL_PATH_MAX + 16];
     char reason[32];
     int64_t dump_uptime;
     lwc_retained_list retained;
@@ -196,14 +196,13 @@ static int start_dump(void *user, const char *reason, int64_t dump_uptime_ms) {
     if (lwc_uuid4(c->report_id) != 0) return -1;
     snprintf(c->reason, sizeof c->reason, "%s", reason);
     c->dump_uptime = dump_uptime_ms;
-    if (lwc_spool_work_path(c->spool, c->report_id, c->dump_path, sizeof c->dump_path, err, sizeof err) != LW_SDK_OK) {
+    char base[LWC_SPOOL_PATH_MAX];
+    if (lwc_spool_work_path(c->spool, c->report_id, base, sizeof base, err, sizeof err) != LW_SDK_OK) {
         logf_(c, LW_LOG_ERROR, "no room for the dump: %s", err);
         return -1;
     }
-    size_t l = strlen(c->dump_path);
-    if (l + 16 >= sizeof c->dump_path) return -1;
-    snprintf(c->data_path, sizeof c->data_path, "%s.%s", c->dump_path, c->cfg.mode == LW_MODE_TRACES ? "json" : "zst");
-    strcat(c->dump_path, ".hprof");
+    snprintf(c->dump_path, sizeof c->dump_path, "%s.hprof", base);
+    snprintf(c->data_path, sizeof c->data_path, "%s.%s", base, c->cfg.mode == LW_MODE_TRACES ? "json" : "zst");
     c->heap_used = c->heap_max = 0;
     if (c->rt.heap_usage) c->rt.heap_usage(c->rt.ctx, &c->heap_used, &c->heap_max);
     if (lwc_watcher_retained_list(c->watcher, dump_uptime_ms, &c->retained) != LW_SDK_OK) return -1;

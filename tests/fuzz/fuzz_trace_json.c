@@ -1,6 +1,6 @@
 /* fuzz_trace_json.c — libFuzzer target for the trace JSON decoder (untrusted: the server
  * ingests it from devices). A document that decodes must re-encode into one that decodes
- * again; every trace goes through the suspect, signature and text code.
+ * again; every trace goes through the suspect, signature, text and propagation code.
  *
  * Build: see tests/fuzz/README.md. Linked with replay.c into fuzz_trace_json_replay. */
 #include <stddef.h>
@@ -43,6 +43,16 @@ static void exercise_traces(lw_leak_report *report) {
                 abort();
             }
             lw_trace_signature(trace, sig);
+            /* Status propagation (what the analyzer applies before rendering) on untrusted
+             * statuses; afterwards the flags again agree with the statuses. */
+            lw_trace_propagate(trace);
+            if (lw_trace_update_suspects(trace) != 0) {
+                fprintf(stderr, "lw_trace_propagate left suspect flags that disagree with the statuses\n");
+                abort();
+            }
+            text = lw_trace_to_text(trace);
+            if (text) (void)strlen(text);
+            free(text);
         }
     }
 }
