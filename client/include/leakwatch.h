@@ -55,6 +55,7 @@ LW_SDK_API const char *lw_sdk_strerror(lw_sdk_status status);
  * io.leakwatch.KeyedWeakReference that watches it). Opaque to the SDK. */
 typedef uintptr_t lw_handle;
 
+/* is_reclaimed, run_gc, mark_retained and dump_heap are required; the rest are optional. */
 typedef struct lw_runtime {
     size_t struct_size;
     void *ctx;

@@ -370,8 +370,8 @@ lw_sdk_status lw_client_new(lw_client **out, const lw_config *config, const lw_r
         snprintf(err, cap, "uploading to %s needs an ingest_key and an app", config->server_url);
         return LW_SDK_ERR_USAGE;
     }
-    if (!runtime->is_reclaimed || !runtime->run_gc || !runtime->dump_heap) {
-        snprintf(err, cap, "the runtime adapter must provide is_reclaimed, run_gc and dump_heap");
+    if (!runtime->is_reclaimed || !runtime->run_gc || !runtime->mark_retained || !runtime->dump_heap) {
+        snprintf(err, cap, "the runtime adapter must provide is_reclaimed, run_gc, mark_retained and dump_heap");
         return LW_SDK_ERR_USAGE;
     }
     lw_sdk_status st = LW_SDK_ERR_NOMEM;
