@@ -20,6 +20,7 @@
 #include "fork_dumper.h"
 #include "leakwatch.h"
 #include "report.h"
+#include "sdk_log.h"
 #include "spool.h"
 #include "trigger.h"
 #include "uploader.h"
@@ -80,18 +81,9 @@ const char *lw_sdk_strerror(lw_sdk_status st) {
     return "unknown error";
 }
 
-static void logf_(lw_client *c, int level, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static void logf_(lw_client *c, int level, const char *fmt, ...) {
-    if (!c->cfg.log) return;
-    char msg[1024];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
-    c->cfg.log(c->cfg.log_user, level, msg);
-}
-
 static lwc_log sdk_log(lw_client *c) { return (lwc_log){c->cfg.log, c->cfg.log_user}; }
+
+#define logf_(c, level, ...) lwc_logf(&(lwc_log){(c)->cfg.log, (c)->cfg.log_user}, level, __VA_ARGS__)
 
 static const char *keep(lw_client *c, const char *s) {
     if (!s || c->nstrings == sizeof c->strings / sizeof c->strings[0]) return s ? NULL : NULL;
@@ -111,6 +103,19 @@ static void finish_dump(lw_client *c, int ok) {
     c->dump_active = 0;
     pthread_cond_broadcast(&c->cv);
     pthread_mutex_unlock(&c->mu);
+}
+
+/* CLOCK_REALTIME `ms` from now, for pthread_cond_timedwait and pthread_timedjoin_np. */
+static struct timespec deadline_in(int64_t ms) {
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    ts.tv_sec += (time_t)(ms / 1000);
+    ts.tv_nsec += (long)(ms % 1000) * 1000000L;
+    if (ts.tv_nsec >= 1000000000L) {
+        ts.tv_sec++;
+        ts.tv_nsec -= 1000000000L;
+    }
+    return ts;
 }
 
 static void wake_uploader(lw_client *c) {
@@ -295,14 +300,7 @@ static void *upload_loop(void *arg) {
         if (c->stopping || c->flush_requests) continue;
         int64_t wait_ms = !allowed ? 60000 : wake > now ? wake - now : 1000;
         if (wait_ms > 60000) wait_ms = 60000;
-        struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        ts.tv_sec += wait_ms / 1000;
-        ts.tv_nsec += (long)(wait_ms % 1000) * 1000000L;
-        if (ts.tv_nsec >= 1000000000L) {
-            ts.tv_sec++;
-            ts.tv_nsec -= 1000000000L;
-        }
+        struct timespec ts = deadline_in(wait_ms);
         pthread_cond_timedwait(&c->cv, &c->mu, &ts);
     }
     pthread_mutex_unlock(&c->mu);
@@ -314,14 +312,7 @@ int lw_flush(lw_client *c, int timeout_ms) {
     char err[256];
     unsigned n = 0;
     if (c->uploader && c->sampled_in) {
-        struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        ts.tv_sec += timeout_ms / 1000;
-        ts.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
-        if (ts.tv_nsec >= 1000000000L) {
-            ts.tv_sec++;
-            ts.tv_nsec -= 1000000000L;
-        }
+        struct timespec ts = deadline_in(timeout_ms);
         pthread_mutex_lock(&c->mu);
         if (lwc_spool_count(c->spool, &n, NULL, err, sizeof err) == LW_SDK_OK && n > 0) {
             c->flush_requests = (int)n + 1;
@@ -477,14 +468,7 @@ void lw_client_free(lw_client *c, int timeout_ms) {
     pthread_mutex_unlock(&c->mu);
     if (c->up_started) {
         /* Let an upload in flight finish for up to timeout_ms, then abort it: it stays spooled. */
-        struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        ts.tv_sec += timeout_ms / 1000;
-        ts.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
-        if (ts.tv_nsec >= 1000000000L) {
-            ts.tv_sec++;
-            ts.tv_nsec -= 1000000000L;
-        }
+        struct timespec ts = deadline_in(timeout_ms);
         if (pthread_timedjoin_np(c->up_thread, NULL, &ts) != 0) {
             lwc_uploader_abort(c->uploader, 1);
             pthread_join(c->up_thread, NULL);

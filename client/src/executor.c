@@ -29,17 +29,6 @@ struct lwc_executor {
     lwc_log log;
 };
 
-static void log_msg(const lwc_log *l, int level, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static void log_msg(const lwc_log *l, int level, const char *fmt, ...) {
-    if (!l->fn) return;
-    char buf[512];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(buf, sizeof buf, fmt, ap);
-    va_end(ap);
-    l->fn(l->user, level, buf);
-}
-
 /* ---- clock ------------------------------------------------------------------------------ */
 
 static int64_t clock_ms(clockid_t id) {
@@ -149,7 +138,7 @@ lw_sdk_status lwc_executor_new(lwc_executor **out, unsigned max_pending, lwc_log
     cv_ok = 1;
     int err = pthread_create(&e->thread, NULL, run, e);
     if (err != 0) {
-        log_msg(&log, LW_LOG_ERROR, "executor: cannot start its thread: %s", strerror(err));
+        lwc_logf(&log, LW_LOG_ERROR, "executor: cannot start its thread: %s", strerror(err));
         goto out;
     }
     *out = e;
@@ -202,7 +191,7 @@ static void iface_post(void *ctx, int64_t delay_ms, void (*fn)(void *arg), void 
     lwc_executor *e = ctx;
     lw_sdk_status rc = lwc_executor_post(e, delay_ms, fn, arg);
     if (rc != LW_SDK_OK && rc != LW_SDK_ERR_CLOSED)
-        log_msg(&e->log, LW_LOG_ERROR, "executor: a task was dropped: %s",
+        lwc_logf(&e->log, LW_LOG_ERROR, "executor: a task was dropped: %s",
                 rc == LW_SDK_ERR_LIMIT ? "too many pending tasks" : "out of memory");
 }
 
@@ -222,7 +211,7 @@ size_t lwc_executor_pending(lwc_executor *e) {
 lw_sdk_status lwc_executor_shutdown(lwc_executor *e) {
     if (!e) return LW_SDK_ERR_USAGE;
     if (pthread_equal(pthread_self(), e->thread)) {
-        log_msg(&e->log, LW_LOG_ERROR, "executor: shutdown called from one of its own tasks");
+        lwc_logf(&e->log, LW_LOG_ERROR, "executor: shutdown called from one of its own tasks");
         pthread_mutex_lock(&e->mu);
         e->stopping = 1;
         pthread_mutex_unlock(&e->mu);
@@ -236,7 +225,7 @@ lw_sdk_status lwc_executor_shutdown(lwc_executor *e) {
     e->joined = 1;
     pthread_cond_broadcast(&e->cv);
     pthread_mutex_unlock(&e->mu);
-    if (dropped) log_msg(&e->log, LW_LOG_DEBUG, "executor: %zu pending task(s) dropped at shutdown", dropped);
+    if (dropped) lwc_logf(&e->log, LW_LOG_DEBUG, "executor: %zu pending task(s) dropped at shutdown", dropped);
     if (join) pthread_join(e->thread, NULL);
     return LW_SDK_OK;
 }

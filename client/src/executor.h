@@ -12,13 +12,7 @@
 /* Where a module's log lines go: the host's lw_config.log callback and its user pointer.
  * `fn` may be NULL (nothing is logged). Libraries never print. Shared by every client module
  * (the guard lets each header declare it so modules need not include one another). */
-#ifndef LWC_LOG_DEFINED
-#define LWC_LOG_DEFINED
-typedef struct lwc_log {
-    void (*fn)(void *user, int level, const char *message);
-    void *user;
-} lwc_log;
-#endif
+#include "sdk_log.h"
 
 /* ---- the default clock ----------------------------------------------------------------- */
 

@@ -37,17 +37,6 @@ typedef struct job {
     int64_t pause_us;        /* time spent in fork() */
 } job;
 
-static void log_msg(const lwc_log *l, int level, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static void log_msg(const lwc_log *l, int level, const char *fmt, ...) {
-    if (!l->fn) return;
-    char buf[768];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(buf, sizeof buf, fmt, ap);
-    va_end(ap);
-    l->fn(l->user, level, buf);
-}
-
 static int64_t mono_us(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -82,7 +71,7 @@ static void free_job(job *j) {
 static void finish(job *j, int ok, const char *message, int64_t pause_us) {
     int64_t pause_ms = pause_us / 1000;
     if (!ok) unlink(j->path); /* a partial dump is of no use */
-    log_msg(&j->log, ok ? LW_LOG_INFO : LW_LOG_ERROR, "fork_dumper: %s (app paused %lld.%03lld ms)", message,
+    lwc_logf(&j->log, ok ? LW_LOG_INFO : LW_LOG_ERROR, "fork_dumper: %s (app paused %lld.%03lld ms)", message,
             (long long)(pause_us / 1000), (long long)(pause_us % 1000));
     j->done(j->user, ok, message, pause_ms);
     free_job(j);
@@ -93,7 +82,7 @@ static void finish(job *j, int ok, const char *message, int64_t pause_us) {
 static void dump_in_process(job *j, const char *why) {
     char err[ERR_CAP] = "";
     char msg[ERR_CAP + 128];
-    log_msg(&j->log, LW_LOG_INFO, "fork_dumper: dumping in-process (%s)", why);
+    lwc_logf(&j->log, LW_LOG_INFO, "fork_dumper: dumping in-process (%s)", why);
     int64_t t0 = mono_us();
     int rc = j->rt.dump_heap(j->rt.ctx, j->path, 0, err, sizeof err);
     int64_t pause = mono_us() - t0;
@@ -309,14 +298,14 @@ lw_sdk_status lwc_fork_dump(const lw_runtime *runtime, const char *path, int64_t
     if (pid < 0) {
         char why[160];
         snprintf(why, sizeof why, "fork failed: %s", strerror(errno));
-        log_msg(&j->log, LW_LOG_WARN, "fork_dumper: %s; falling back to an in-process dump", why);
+        lwc_logf(&j->log, LW_LOG_WARN, "fork_dumper: %s; falling back to an in-process dump", why);
         dump_in_process(j, why);
         return LW_SDK_OK;
     }
     j->pid = pid;
     j->forked_at_us = t1;
     j->pause_us = t1 - t0;
-    log_msg(&j->log, LW_LOG_DEBUG, "fork_dumper: child %d dumping to %s; parent paused %lld us in fork()", (int)pid,
+    lwc_logf(&j->log, LW_LOG_DEBUG, "fork_dumper: child %d dumping to %s; parent paused %lld us in fork()", (int)pid,
             j->path, (long long)j->pause_us);
 
     pthread_t th;
@@ -329,7 +318,7 @@ lw_sdk_status lwc_fork_dump(const lw_runtime *runtime, const char *path, int64_t
     }
     if (err != 0) {
         /* The child exists and must be reaped: do it on this thread rather than leak a zombie. */
-        log_msg(&j->log, LW_LOG_WARN, "fork_dumper: no reaper thread (%s); waiting for child %d here", strerror(err),
+        lwc_logf(&j->log, LW_LOG_WARN, "fork_dumper: no reaper thread (%s); waiting for child %d here", strerror(err),
                 (int)pid);
         reap(j);
     }

@@ -10,13 +10,7 @@
 
 #include "leakwatch.h"
 
-#ifndef LWC_LOG_DEFINED
-#define LWC_LOG_DEFINED
-typedef struct lwc_log {
-    void (*fn)(void *user, int level, const char *message);
-    void *user;
-} lwc_log;
-#endif
+#include "sdk_log.h"
 
 #define LWC_DEFAULT_FORK_DUMP_TIMEOUT_MS 120000
 

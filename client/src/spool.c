@@ -19,6 +19,8 @@
 #define _GNU_SOURCE
 #include "spool.h"
 
+#include "sdk_log.h"
+
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -50,8 +52,7 @@ struct lwc_spool {
     char run_lock[DIR_MAX + 72];
     uint64_t max_bytes;
     unsigned max_reports;
-    lwc_log_fn log;
-    void *log_user;
+    lwc_log log;
     char install_id[37];
     uint64_t trash_seq; /* names the trash directories of this run */
 };
@@ -76,16 +77,6 @@ __attribute__((format(printf, 3, 4))) static void seterr(char *err, size_t cap, 
     va_start(ap, fmt);
     vsnprintf(err, cap, fmt, ap);
     va_end(ap);
-}
-
-__attribute__((format(printf, 3, 4))) static void slog(const lwc_spool *s, int level, const char *fmt, ...) {
-    if (!s->log) return;
-    char msg[1024];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
-    s->log(s->log_user, level, msg);
 }
 
 static int64_t wall_ms(void) {
@@ -301,14 +292,14 @@ static uint64_t counter_read(lwc_spool *s) {
     char path[LWC_SPOOL_PATH_MAX], buf[64];
     if (path_fmt(path, sizeof path, "%s/dropped", s->dir)) return 0;
     if (read_small(path, buf, sizeof buf, NULL) != 0) {
-        if (errno != ENOENT) slog(s, LW_LOG_WARN, "spool: cannot read %s (%s); counting dropped reports from 0", path, strerror(errno));
+        if (errno != ENOENT) lwc_logf(&s->log, LW_LOG_WARN, "spool: cannot read %s (%s); counting dropped reports from 0", path, strerror(errno));
         return 0;
     }
     char *end;
     errno = 0;
     unsigned long long v = strtoull(buf, &end, 10);
     if (errno || end == buf || (*end && *end != '\n')) {
-        slog(s, LW_LOG_WARN, "spool: %s is damaged; counting dropped reports from 0", path);
+        lwc_logf(&s->log, LW_LOG_WARN, "spool: %s is damaged; counting dropped reports from 0", path);
         return 0;
     }
     return v;
@@ -324,7 +315,7 @@ static void counter_add(lwc_spool *s, uint64_t n) {
     char err[256];
     if (n == 0) return;
     if (counter_write(s, counter_read(s) + n, err, sizeof err) != LW_SDK_OK)
-        slog(s, LW_LOG_ERROR, "spool: %" PRIu64 " dropped report(s) not counted: %s", n, err);
+        lwc_logf(&s->log, LW_LOG_ERROR, "spool: %" PRIu64 " dropped report(s) not counted: %s", n, err);
 }
 
 /* ---- report state ------------------------------------------------------------------------------ */
@@ -434,9 +425,9 @@ static int move_out(lwc_spool *s, const char *id, char *err, size_t cap) {
         return -1;
     }
     if (fsync_path(s->reports, 1) != 0)
-        slog(s, LW_LOG_WARN, "spool: cannot fsync %s: %s", s->reports, strerror(errno));
+        lwc_logf(&s->log, LW_LOG_WARN, "spool: cannot fsync %s: %s", s->reports, strerror(errno));
     if (rm_tree(trash) != 0)
-        slog(s, LW_LOG_WARN, "spool: cannot delete %s: %s (it goes with the run directory)", trash, strerror(errno));
+        lwc_logf(&s->log, LW_LOG_WARN, "spool: cannot delete %s: %s (it goes with the run directory)", trash, strerror(errno));
     return 1;
 }
 
@@ -445,12 +436,12 @@ static void evict(lwc_spool *s, const rep_info *r, const char *reason) {
     char err[512];
     int m = move_out(s, r->id, err, sizeof err);
     if (m < 0) {
-        slog(s, LW_LOG_ERROR, "spool: cannot drop report %s (%s): %s", r->id, reason, err);
+        lwc_logf(&s->log, LW_LOG_ERROR, "spool: cannot drop report %s (%s): %s", r->id, reason, err);
         return;
     }
     if (m == 0) return;
     counter_add(s, 1 + (uint64_t)(r->dropped > 0 ? r->dropped : 0));
-    slog(s, LW_LOG_WARN, "spool: dropped report %s (%s, %" PRIu64 " bytes, %u failed attempts): %s", r->id,
+    lwc_logf(&s->log, LW_LOG_WARN, "spool: dropped report %s (%s, %" PRIu64 " bytes, %u failed attempts): %s", r->id,
          r->kind[0] ? r->kind : "damaged", r->bytes, r->attempts, reason);
 }
 
@@ -477,7 +468,7 @@ static lw_sdk_status scan(lwc_spool *s, rep_info **list, size_t *n, char *err, s
     while ((e = readdir(d)) != NULL) {
         if (!lwc_uuid_valid(e->d_name)) continue; /* ".", "..", anything not ours */
         if (len == SCAN_MAX) {
-            slog(s, LW_LOG_WARN, "spool: more than %d entries in %s; the rest are ignored", SCAN_MAX, s->reports);
+            lwc_logf(&s->log, LW_LOG_WARN, "spool: more than %d entries in %s; the rest are ignored", SCAN_MAX, s->reports);
             break;
         }
         if (len == vcap) {
@@ -543,7 +534,7 @@ static void enforce_quota(lwc_spool *s, const rep_info *list, size_t n, const ch
 static void adopt_dead_runs(lwc_spool *s) {
     DIR *d = opendir(s->dir);
     if (!d) {
-        slog(s, LW_LOG_WARN, "spool: cannot list %s: %s", s->dir, strerror(errno));
+        lwc_logf(&s->log, LW_LOG_WARN, "spool: cannot list %s: %s", s->dir, strerror(errno));
         return;
     }
     struct dirent *e;
@@ -565,9 +556,9 @@ static void adopt_dead_runs(lwc_spool *s) {
             if (fd < 0) continue;
             if (flock(fd, LOCK_EX | LOCK_NB) == 0) {
                 if (rm_tree(other) != 0)
-                    slog(s, LW_LOG_WARN, "spool: cannot delete the dead run directory %s: %s", other, strerror(errno));
+                    lwc_logf(&s->log, LW_LOG_WARN, "spool: cannot delete the dead run directory %s: %s", other, strerror(errno));
                 else
-                    slog(s, LW_LOG_INFO, "spool: deleted the work area of a dead process (%s)", other);
+                    lwc_logf(&s->log, LW_LOG_INFO, "spool: deleted the work area of a dead process (%s)", other);
                 unlink(path);
             }
             close(fd);
@@ -578,7 +569,7 @@ static void adopt_dead_runs(lwc_spool *s) {
         struct stat st;
         if (lstat(other, &st) != 0 && errno == ENOENT) {
             if (rm_tree(path) != 0)
-                slog(s, LW_LOG_WARN, "spool: cannot delete the abandoned run directory %s: %s", path, strerror(errno));
+                lwc_logf(&s->log, LW_LOG_WARN, "spool: cannot delete the abandoned run directory %s: %s", path, strerror(errno));
         }
     }
     closedir(d);
@@ -594,9 +585,9 @@ static lw_sdk_status load_install_id(lwc_spool *s, char *err, size_t cap) {
             memcpy(s->install_id, buf, 37);
             return LW_SDK_OK;
         }
-        slog(s, LW_LOG_WARN, "spool: %s is damaged; making a new install id", path);
+        lwc_logf(&s->log, LW_LOG_WARN, "spool: %s is damaged; making a new install id", path);
     } else if (errno != ENOENT) {
-        slog(s, LW_LOG_WARN, "spool: cannot read %s (%s); making a new install id", path, strerror(errno));
+        lwc_logf(&s->log, LW_LOG_WARN, "spool: cannot read %s (%s); making a new install id", path, strerror(errno));
     }
     char id[37], line[38];
     if (make_uuid4(id) != 0) {
@@ -661,8 +652,7 @@ lw_sdk_status lwc_spool_open(lwc_spool **out, const char *dir, uint64_t max_byte
     s->lock_fd = s->run_lock_fd = -1;
     s->max_bytes = max_bytes ? max_bytes : LWC_SPOOL_DEFAULT_MAX_BYTES;
     s->max_reports = max_reports ? max_reports : LWC_SPOOL_DEFAULT_MAX_REPORTS;
-    s->log = log;
-    s->log_user = log_user;
+    s->log = (lwc_log){log, log_user};
     snprintf(s->dir, sizeof s->dir, "%s", dir);
     for (size_t l = strlen(s->dir); l > 1 && s->dir[l - 1] == '/'; l--) s->dir[l - 1] = 0;
     snprintf(s->reports, sizeof s->reports, "%s/reports", s->dir);
@@ -695,7 +685,7 @@ lw_sdk_status lwc_spool_open(lwc_spool **out, const char *dir, uint64_t max_byte
     if ((rc = load_install_id(s, err, cap)) != LW_SDK_OK) goto out;
     if ((rc = scan(s, &list, &n, err, cap)) != LW_SDK_OK) goto out;
     enforce_quota(s, list, n, NULL);
-    slog(s, LW_LOG_DEBUG, "spool: opened %s (run %s, %zu reports waiting)", s->dir, s->run, n);
+    lwc_logf(&s->log, LW_LOG_DEBUG, "spool: opened %s (run %s, %zu reports waiting)", s->dir, s->run, n);
     rc = LW_SDK_OK;
 out:
     free(list);
@@ -714,7 +704,7 @@ void lwc_spool_close(lwc_spool *s) {
         /* Under the spool lock, so no opener sees the lock file without its owner. */
         int locked = s->lock_fd >= 0 && lock(s, NULL, 0) == LW_SDK_OK;
         if (rm_tree(s->run) != 0)
-            slog(s, LW_LOG_WARN, "spool: cannot delete %s: %s (the next process will)", s->run, strerror(errno));
+            lwc_logf(&s->log, LW_LOG_WARN, "spool: cannot delete %s: %s (the next process will)", s->run, strerror(errno));
         unlink(s->run_lock);
         close(s->run_lock_fd);
         if (locked) unlock(s);
@@ -824,7 +814,7 @@ lw_sdk_status lwc_spool_add(lwc_spool *s, const char *report_id, const char *met
     if (bytes > s->max_bytes) {
         seterr(err, cap, "report %s is %" PRIu64 " bytes, more than the whole spool may hold (%" PRIu64 ")", report_id,
                bytes, s->max_bytes);
-        slog(s, LW_LOG_WARN, "spool: dropped report %s: %" PRIu64 " bytes is over spool_max_bytes (%" PRIu64 ")",
+        lwc_logf(&s->log, LW_LOG_WARN, "spool: dropped report %s: %" PRIu64 " bytes is over spool_max_bytes (%" PRIu64 ")",
              report_id, bytes, s->max_bytes);
         counter_add(s, 1);
         unlink(data_path);
@@ -869,14 +859,14 @@ lw_sdk_status lwc_spool_add(lwc_spool *s, const char *report_id, const char *met
     moved = 0;
     if (fsync_path(s->reports, 1) != 0) {
         /* It is in the spool; only its durability across a power cut is in doubt. */
-        slog(s, LW_LOG_WARN, "spool: cannot fsync %s: %s", s->reports, strerror(errno));
+        lwc_logf(&s->log, LW_LOG_WARN, "spool: cannot fsync %s: %s", s->reports, strerror(errno));
     }
-    slog(s, LW_LOG_INFO, "spool: report %s (%s, %" PRIu64 " bytes) added", report_id, data_kind, bytes);
+    lwc_logf(&s->log, LW_LOG_INFO, "spool: report %s (%s, %" PRIu64 " bytes) added", report_id, data_kind, bytes);
     enforce_quota(s, list, n + 1, report_id);
     rc = LW_SDK_OK;
 out:
     if (moved && rename(staged_data, data_path) != 0)
-        slog(s, LW_LOG_ERROR, "spool: cannot move %s back to %s: %s", staged_data, data_path, strerror(errno));
+        lwc_logf(&s->log, LW_LOG_ERROR, "spool: cannot move %s back to %s: %s", staged_data, data_path, strerror(errno));
     if (staged) rm_tree(stage);
     if (locked) unlock(s);
     free(list);
@@ -952,7 +942,7 @@ lw_sdk_status lwc_spool_backoff(lwc_spool *s, const char *report_id, int64_t nex
     int got = read_one(s, report_id, &r, err, cap);
     if (got <= 0) {
         rc = got < 0 ? LW_SDK_ERR_IO : LW_SDK_OK;
-        if (got == 0) slog(s, LW_LOG_DEBUG, "spool: report %s is gone; no backoff to record", report_id);
+        if (got == 0) lwc_logf(&s->log, LW_LOG_DEBUG, "spool: report %s is gone; no backoff to record", report_id);
         goto out;
     }
     r.attempts++;
@@ -1009,7 +999,7 @@ lw_sdk_status lwc_spool_remove(lwc_spool *s, const char *report_id, lwc_spool_ou
         rc = LW_SDK_ERR_IO;
     } else if (m > 0) {
         if (outcome == LWC_SPOOL_REJECTED && got > 0 && r.dropped > 0) counter_add(s, (uint64_t)r.dropped);
-        slog(s, LW_LOG_DEBUG, "spool: report %s removed (%s)", report_id,
+        lwc_logf(&s->log, LW_LOG_DEBUG, "spool: report %s removed (%s)", report_id,
              outcome == LWC_SPOOL_DELIVERED ? "delivered" : "rejected");
     }
     unlock(s);
@@ -1042,7 +1032,7 @@ uint64_t lwc_spool_take_dropped(lwc_spool *s) {
     char err[256];
     uint64_t v = counter_read(s);
     if (v && counter_write(s, 0, err, sizeof err) != LW_SDK_OK) {
-        slog(s, LW_LOG_ERROR, "spool: cannot reset the dropped counter: %s", err);
+        lwc_logf(&s->log, LW_LOG_ERROR, "spool: cannot reset the dropped counter: %s", err);
         v = 0;
     }
     unlock(s);

@@ -34,17 +34,6 @@ struct lwc_trigger {
     lwc_trigger_stats stats;
 };
 
-static void log_msg(const lwc_log *l, int level, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static void log_msg(const lwc_log *l, int level, const char *fmt, ...) {
-    if (!l->fn) return;
-    char buf[512];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(buf, sizeof buf, fmt, ap);
-    va_end(ap);
-    l->fn(l->user, level, buf);
-}
-
 const char *lwc_trigger_state_name(lwc_trigger_state s) {
     switch (s) {
     case LWC_TRIGGER_IDLE: return "idle";
@@ -214,7 +203,7 @@ static int disk_ok(lwc_trigger *t, char *why, size_t cap) {
     if (!t->p.free_disk && !t->spool_dir) return 1;
     uint64_t used = 0, max = 0;
     if (!t->rt.heap_usage || t->rt.heap_usage(t->rt.ctx, &used, &max) != 0) {
-        log_msg(&t->log, LW_LOG_DEBUG, "trigger: heap in use unknown; free disk not checked");
+        lwc_logf(&t->log, LW_LOG_DEBUG, "trigger: heap in use unknown; free disk not checked");
         return 1;
     }
     uint64_t free_bytes = 0;
@@ -248,7 +237,7 @@ static lw_sdk_status attempt(lwc_trigger *t, int manual, int *started) {
     pthread_mutex_lock(&t->mu);
     gate_result r = gate_locked(t, count, manual, &g);
     pthread_mutex_unlock(&t->mu);
-    if (g.log_level >= 0) log_msg(&t->log, g.log_level, "%s", g.why);
+    if (g.log_level >= 0) lwc_logf(&t->log, g.log_level, "%s", g.why);
     if (r != GATE_GO) return g.rc;
 
     char why[200];
@@ -264,7 +253,7 @@ static lw_sdk_status attempt(lwc_trigger *t, int manual, int *started) {
             wake_at_locked(t, now + delay, now);
         }
         pthread_mutex_unlock(&t->mu);
-        log_msg(&t->log, first || manual ? LW_LOG_WARN : LW_LOG_DEBUG, "trigger: %s dump skipped: %s",
+        lwc_logf(&t->log, first || manual ? LW_LOG_WARN : LW_LOG_DEBUG, "trigger: %s dump skipped: %s",
                 manual ? "manual" : "automatic", why);
         return manual ? LW_SDK_ERR_LIMIT : LW_SDK_OK;
     }
@@ -290,9 +279,9 @@ static lw_sdk_status attempt(lwc_trigger *t, int manual, int *started) {
         *started = 1;
     }
     pthread_mutex_unlock(&t->mu);
-    if (g.log_level >= 0) log_msg(&t->log, g.log_level, "%s", g.why);
+    if (g.log_level >= 0) lwc_logf(&t->log, g.log_level, "%s", g.why);
     if (r == GATE_GO)
-        log_msg(&t->log, LW_LOG_INFO, "trigger: dumping (%s, %zu retained, %s)", manual ? "manual" : "retained_count",
+        lwc_logf(&t->log, LW_LOG_INFO, "trigger: dumping (%s, %zu retained, %s)", manual ? "manual" : "retained_count",
                 count, visible ? "visible" : "background");
     return r == GATE_GO ? LW_SDK_OK : g.rc;
 }
@@ -305,7 +294,7 @@ static void start_task(void *arg) {
     uint64_t gen = t->dump_gen;
     pthread_mutex_unlock(&t->mu);
     if (t->p.dump(t->p.user, reason, uptime) == 0) return;
-    log_msg(&t->log, LW_LOG_ERROR, "trigger: the dump did not start");
+    lwc_logf(&t->log, LW_LOG_ERROR, "trigger: the dump did not start");
     pthread_mutex_lock(&t->mu);
     if (t->in_progress && t->dump_gen == gen) {
         t->in_progress = 0;
@@ -332,7 +321,7 @@ lw_sdk_status lwc_trigger_dump_now(lwc_trigger *t, int *started) {
     *started = 0;
     if (!t) return LW_SDK_ERR_USAGE;
     lw_sdk_status rc = attempt(t, 1, started);
-    if (rc == LW_SDK_OK && !*started) log_msg(&t->log, LW_LOG_INFO, "trigger: manual dump: nothing is retained");
+    if (rc == LW_SDK_OK && !*started) lwc_logf(&t->log, LW_LOG_INFO, "trigger: manual dump: nothing is retained");
     return rc;
 }
 
@@ -368,10 +357,10 @@ void lwc_trigger_dump_done(lwc_trigger *t, int ok) {
     }
     pthread_mutex_unlock(&t->mu);
     if (!was) {
-        log_msg(&t->log, LW_LOG_WARN, "trigger: dump_done without a dump in progress (ignored)");
+        lwc_logf(&t->log, LW_LOG_WARN, "trigger: dump_done without a dump in progress (ignored)");
         return;
     }
-    log_msg(&t->log, ok ? LW_LOG_INFO : LW_LOG_WARN, "trigger: dump %s", ok ? "done" : "failed");
+    lwc_logf(&t->log, ok ? LW_LOG_INFO : LW_LOG_WARN, "trigger: dump %s", ok ? "done" : "failed");
     t->exec.post(t->exec.ctx, 0, eval_task, t);
 }
 

@@ -3,6 +3,8 @@
 #define _GNU_SOURCE
 #include "uploader.h"
 
+#include "sdk_log.h"
+
 #include <curl/curl.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -33,8 +35,7 @@ struct lwc_uploader {
     int insecure;
     long connect_ms, expect_ms, low_bytes, low_secs;
     atomic_int abort;
-    void (*log)(void *user, int level, const char *msg);
-    void *log_user;
+    lwc_log log;
 };
 
 /* One transfer's state, shared with the callbacks. */
@@ -48,16 +49,6 @@ typedef struct {
     size_t body_len;
     int64_t retry_after_ms; /* -1 = none in the final answer */
 } xfer;
-
-__attribute__((format(printf, 3, 4))) static void ulog(const lwc_uploader *u, int level, const char *fmt, ...) {
-    if (!u->log) return;
-    char msg[1024];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
-    u->log(u->log_user, level, msg);
-}
 
 __attribute__((format(printf, 3, 4))) static void seterr(char *err, size_t cap, const char *fmt, ...) {
     if (!err || !cap) return;
@@ -137,8 +128,7 @@ lw_sdk_status lwc_uploader_new(lwc_uploader **out, const lwc_uploader_config *cf
     u->expect_ms = cfg->expect_timeout_ms > 0 ? cfg->expect_timeout_ms : 10000;
     u->low_bytes = cfg->low_speed_bytes > 0 ? cfg->low_speed_bytes : 1024;
     u->low_secs = cfg->low_speed_seconds > 0 ? cfg->low_speed_seconds : 60;
-    u->log = cfg->log;
-    u->log_user = cfg->log_user;
+    u->log = (lwc_log){cfg->log, cfg->log_user};
     atomic_init(&u->abort, 0);
 
     if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) {
@@ -507,7 +497,7 @@ out:
     curl_mime_free(mime);
     curl_slist_free_all(headers);
     pthread_mutex_unlock(&u->mu);
-    ulog(u, res->kind == LWC_UPLOAD_DONE ? LW_LOG_INFO : res->kind == LWC_UPLOAD_REJECTED ? LW_LOG_ERROR : LW_LOG_WARN,
+    lwc_logf(&u->log, res->kind == LWC_UPLOAD_DONE ? LW_LOG_INFO : res->kind == LWC_UPLOAD_REJECTED ? LW_LOG_ERROR : LW_LOG_WARN,
          "upload %s: %s%s", lwc_upload_kind_name(res->kind), res->message,
          res->kind == LWC_UPLOAD_REJECTED ? " (the report is dropped)" : "");
     if (x->fd >= 0) close(x->fd);

@@ -48,17 +48,6 @@ struct lwc_watcher {
     unsigned round;
 };
 
-static void log_msg(const lwc_log *l, int level, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static void log_msg(const lwc_log *l, int level, const char *fmt, ...) {
-    if (!l->fn) return;
-    char buf[512];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(buf, sizeof buf, fmt, ap);
-    va_end(ap);
-    l->fn(l->user, level, buf);
-}
-
 lw_sdk_status lwc_watcher_params_from_config(lwc_watcher_params *out, const lw_config *c) {
     if (!out || !c) return LW_SDK_ERR_USAGE;
     if (c->retained_delay_ms < 0 || c->gc_round_interval_ms < 0) return LW_SDK_ERR_USAGE;
@@ -165,7 +154,7 @@ lw_sdk_status lwc_watcher_watch(lwc_watcher *w, lw_handle handle, const char *de
     memcpy(e->description, description, len);
     e->description[len] = '\0';
     if (lwc_uuid4(e->key) != 0) {
-        log_msg(&w->log, LW_LOG_ERROR, "watcher: no random bytes for a key: %s", strerror(errno));
+        lwc_logf(&w->log, LW_LOG_ERROR, "watcher: no random bytes for a key: %s", strerror(errno));
         rc = LW_SDK_ERR_IO;
         goto out;
     }
@@ -180,7 +169,7 @@ lw_sdk_status lwc_watcher_watch(lwc_watcher *w, lw_handle handle, const char *de
         w->refused_total++;
         /* Log the 1st, 2nd, 4th, 8th ... refusal: a leak in a loop must not flood the log. */
         if ((w->refused_total & (w->refused_total - 1)) == 0)
-            log_msg(&w->log, LW_LOG_WARN, "watcher: %zu objects watched (max_watched); %llu watch(es) refused so far",
+            lwc_logf(&w->log, LW_LOG_WARN, "watcher: %zu objects watched (max_watched); %llu watch(es) refused so far",
                     w->n, (unsigned long long)w->refused_total);
         rc = LW_SDK_ERR_LIMIT;
         goto out;
@@ -226,7 +215,7 @@ static void finish_batch(lwc_watcher *w, size_t newly_retained) {
     schedule_next_locked(w, now); /* objects watched while the batch ran */
     pthread_mutex_unlock(&w->mu);
     if (newly_retained)
-        log_msg(&w->log, LW_LOG_INFO, "watcher: %zu object(s) retained, %zu retained in all", newly_retained, retained_now);
+        lwc_logf(&w->log, LW_LOG_INFO, "watcher: %zu object(s) retained, %zu retained in all", newly_retained, retained_now);
     if (w->p.on_batch_done) w->p.on_batch_done(w->p.user, retained_now, newly_retained);
 }
 
@@ -235,7 +224,7 @@ static void finish_batch(lwc_watcher *w, size_t newly_retained) {
 static void run_round(lwc_watcher *w) {
     for (;;) {
         if (w->round > 0 && w->rt.run_gc(w->rt.ctx) != 0)
-            log_msg(&w->log, LW_LOG_WARN, "watcher: the runtime's GC failed (round %u); checking anyway", w->round);
+            lwc_logf(&w->log, LW_LOG_WARN, "watcher: the runtime's GC failed (round %u); checking anyway", w->round);
         for (size_t i = 0; i < w->batch_n; i++)
             w->batch[i]->reclaimed = w->rt.is_reclaimed(w->rt.ctx, w->batch[i]->handle) == 1;
 
@@ -333,7 +322,7 @@ void lwc_watcher_check_due(lwc_watcher *w, int64_t now) {
     w->batch_n = n;
     w->round = 0;
     pthread_mutex_unlock(&w->mu);
-    log_msg(&w->log, LW_LOG_DEBUG, "watcher: checking %zu object(s)", n);
+    lwc_logf(&w->log, LW_LOG_DEBUG, "watcher: checking %zu object(s)", n);
     run_round(w);
 }
 
@@ -380,7 +369,7 @@ size_t lwc_watcher_forget_before(lwc_watcher *w, int64_t dump_uptime_ms) {
     }
     pthread_mutex_unlock(&w->mu);
     release_chain(w, gone);
-    if (count) log_msg(&w->log, LW_LOG_DEBUG, "watcher: %zu object(s) watched before the dump left the set", count);
+    if (count) lwc_logf(&w->log, LW_LOG_DEBUG, "watcher: %zu object(s) watched before the dump left the set", count);
     return count;
 }
 
