@@ -296,6 +296,10 @@ int ld_worker_main(const ld_config *cfg) {
     sa.sa_handler = on_stop;
     sigaction(SIGTERM, &sa, NULL);
     sigaction(SIGINT, &sa, NULL);
+    /* A worker lives only as long as its supervisor: if `leakd serve` is killed (even with
+     * SIGKILL), its workers stop instead of claiming reports nobody supervises. */
+    prctl(PR_SET_PDEATHSIG, SIGTERM);
+    if (getppid() == 1) stopping = 1;
     char owner[200];
     ld_worker_owner(getpid(), owner, sizeof owner);
     ld_db *db = NULL;

@@ -4,7 +4,7 @@
  * thread's Java local, every root kind, HEAP_DUMP_INFO, PRIMITIVE_ARRAY_NODATA, a plain
  * HEAP_DUMP record, many small segments, and a header-only file.
  *
- *   make_fuzz_seeds OUTDIR        (writes OUTDIR/synthetic-*.hprof; every file < 64 KiB)
+ *   fuzz_make_seeds OUTDIR        (writes OUTDIR/synthetic-*.hprof; every file < 64 KiB)
  *
  * The output is deterministic; the committed seeds were made with it. */
 #ifndef _GNU_SOURCE
