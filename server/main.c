@@ -87,21 +87,29 @@ static void release_leases(ld_server *s, pid_t pid) {
     ld_pool_put(s->pool, db);
 }
 
+static void delete_blobs(ld_server *s, char **paths, size_t n) {
+    for (size_t i = 0; i < n; i++) {
+        char full[2400];
+        snprintf(full, sizeof full, "%s/%s", s->cfg.data_dir, paths[i]);
+        if (unlink(full) != 0 && errno != ENOENT) ld_warn("retention: cannot delete %s: %s", full, strerror(errno));
+    }
+    ld_blob_paths_free(paths, n);
+}
+
+/* Hourly: reports past LEAKD_RETENTION_DAYS, and failed reports' dumps past LEAKD_FAILED_BLOB_DAYS. */
 static void purge_old(ld_server *s) {
-    if (s->cfg.retention_days <= 0) return;
     ld_db *db = ld_pool_get(s->pool, 5000);
     if (!db) return;
     int64_t n = 0;
     char **paths = NULL;
     size_t np = 0;
-    if (ld_retention_purge(db, s->cfg.retention_days, &n, &paths, &np) == LD_OK) {
-        for (size_t i = 0; i < np; i++) {
-            char full[2400];
-            snprintf(full, sizeof full, "%s/%s", s->cfg.data_dir, paths[i]);
-            if (unlink(full) != 0 && errno != ENOENT) ld_warn("retention: cannot delete %s: %s", full, strerror(errno));
-        }
-        ld_blob_paths_free(paths, np);
+    if (s->cfg.retention_days > 0 && ld_retention_purge(db, s->cfg.retention_days, &n, &paths, &np) == LD_OK) {
+        delete_blobs(s, paths, np);
         if (n) ld_info("retention: deleted %lld report(s) older than %d days", (long long)n, s->cfg.retention_days);
+    }
+    if (!s->cfg.keep_blobs && ld_failed_blobs_purge(db, s->cfg.failed_blob_days, &paths, &np) == LD_OK) {
+        delete_blobs(s, paths, np);
+        if (np) ld_info("retention: deleted the dumps of %zu failed report(s) older than %d days", np, s->cfg.failed_blob_days);
     }
     ld_pool_put(s->pool, db);
 }

@@ -163,9 +163,11 @@ void ld_blob_paths_free(char **paths, size_t n) {
     free(paths);
 }
 
-ld_status ld_retention_purge(ld_db *db, int days, int64_t *reports_deleted, char ***blob_paths_out, size_t *nblobs) {
-    if (!db || days < 1 || !reports_deleted || !blob_paths_out || !nblobs) return LD_ERR_INVALID;
-    *reports_deleted = 0;
+/* Runs `sql` (one parameter: days) in a transaction and collects the non-NULL blob paths
+ * of column 0 of its RETURNING rows: a list the caller deletes from disk after the commit. */
+static ld_status purge_returning_paths(ld_db *db, const char *sql, int days, int64_t *rows_out, char ***blob_paths_out,
+                                       size_t *nblobs) {
+    *rows_out = 0;
     *blob_paths_out = NULL;
     *nblobs = 0;
     ld_status st;
@@ -175,12 +177,9 @@ ld_status ld_retention_purge(ld_db *db, int days, int64_t *reports_deleted, char
     char d[16];
     snprintf(d, sizeof d, "%d", days);
     const char *p[] = {d};
-    /* One transaction: if the path list cannot be built, nothing is deleted (no orphan blob). */
+    /* One transaction: if the path list cannot be built, nothing is changed (no orphan blob). */
     if ((st = ld_db_begin(db)) != LD_OK) return st;
-    st = ld_db_exec(db, &res,
-                    "DELETE FROM reports WHERE received_at < now() - make_interval(days => $1::int)"
-                    " RETURNING blob_path",
-                    1, p);
+    st = ld_db_exec(db, &res, sql, 1, p);
     if (st != LD_OK) goto out;
     int rows = PQntuples(res);
     if (rows > 0) {
@@ -200,7 +199,7 @@ ld_status ld_retention_purge(ld_db *db, int days, int64_t *reports_deleted, char
         n++;
     }
     if ((st = ld_db_commit(db)) != LD_OK) goto out;
-    *reports_deleted = rows;
+    *rows_out = rows;
     if (n) {
         *blob_paths_out = paths;
         *nblobs = n;
@@ -212,4 +211,32 @@ out:
     ld_blob_paths_free(paths, n);
     PQclear(res);
     return st;
+}
+
+ld_status ld_retention_purge(ld_db *db, int days, int64_t *reports_deleted, char ***blob_paths_out, size_t *nblobs) {
+    if (!db || days < 1 || !reports_deleted || !blob_paths_out || !nblobs) return LD_ERR_INVALID;
+    return purge_returning_paths(db,
+                                 "DELETE FROM reports WHERE received_at < now() - make_interval(days => $1::int)"
+                                 " RETURNING blob_path",
+                                 days, reports_deleted, blob_paths_out, nblobs);
+}
+
+ld_status ld_failed_blobs_purge(ld_db *db, int days, char ***blob_paths_out, size_t *nblobs) {
+    if (!db || days < 0 || !blob_paths_out || !nblobs) return LD_ERR_INVALID;
+    int64_t rows;
+    return purge_returning_paths(db,
+                                 "WITH old AS (SELECT app_id, id, blob_path FROM reports WHERE status = 'failed'"
+                                 "   AND blob_path IS NOT NULL"
+                                 "   AND coalesce(analyzed_at, received_at) < now() - make_interval(days => $1::int)"
+                                 "   FOR UPDATE)"
+                                 " UPDATE reports r SET blob_path = NULL FROM old"
+                                 " WHERE r.app_id = old.app_id AND r.id = old.id RETURNING old.blob_path",
+                                 days, &rows, blob_paths_out, nblobs);
+}
+
+ld_status ld_report_forget_blob(ld_db *db, int64_t app_id, const char *report_id) {
+    char app[32];
+    snprintf(app, sizeof app, "%lld", (long long)app_id);
+    const char *p[] = {app, report_id};
+    return ld_db_exec(db, NULL, "UPDATE reports SET blob_path = NULL WHERE app_id = $1 AND id = $2::uuid", 2, p);
 }

@@ -27,6 +27,7 @@
 #include "leakcore.h"
 #include "log.h"
 #include "queue.h"
+#include "reports.h"
 
 static volatile sig_atomic_t stopping;
 
@@ -281,6 +282,12 @@ static void run_job(const ld_config *cfg, ld_db *db, const char *owner, ld_job *
             ld_status st = ld_job_complete(db, job, owner, rep);
             if (st == LD_OK)
                 ld_info("report %s of %s: %zu leak group(s) in %.2f s", job->report_id, job->app_slug, rep->leak_count, secs);
+            if (st == LD_OK && !cfg->keep_blobs) {
+                /* Analyzed: the dump is not needed any more (LEAKD_KEEP_BLOBS=1 keeps it). */
+                if (unlink(blob) != 0 && errno != ENOENT) ld_warn("report %s: cannot delete %s: %s", job->report_id, blob, strerror(errno));
+                else if (ld_report_forget_blob(db, job->app_id, job->report_id) != LD_OK)
+                    ld_warn("report %s: blob deleted, but its path could not be cleared", job->report_id);
+            }
             else if (st == LD_ERR_NOT_FOUND)
                 ld_warn("report %s: finished after losing the lease; the result is dropped", job->report_id);
             else

@@ -281,7 +281,10 @@ class T02_Ingest(ServerCase):
         self.assertEqual(one(self.db, "SELECT count(*) FROM occurrences WHERE report_id = '%s'" % rid), "1")
         self.assertEqual(one(self.db, "SELECT g.occurrences FROM leak_groups g JOIN apps a ON a.id = g.app_id"
                                       " WHERE a.slug = 'alpha' AND g.signature = '%s'" % LISTENER_SIG), "1")
-        self.assertEqual(sorted(os.listdir(os.path.join(self.server.data_dir, "blobs", "alpha"))), [rid + ".hprof.zst"])
+        # analyzed: the dump is deleted (LEAKD_KEEP_BLOBS is off) and the repeat stored nothing
+        self.assertEqual(sorted(os.listdir(os.path.join(self.server.data_dir, "blobs", "alpha"))), [])
+        self.assertEqual(self.report_row(rid, "blob_path, blob_bytes"),
+                         [None, str(os.path.getsize(INPUTS.stripped("listener_list")))])
         self.assertNoUploadTmpFiles()
 
     def test_successful_analysis_leaves_no_temp_files(self):
@@ -575,6 +578,10 @@ class T02_Ingest(ServerCase):
         self.assertIn("not an HPROF heap dump", err)
         self.assertNoNewTmpFiles(before)
         self.assertEqual(len(self.server.worker_pids()), 2)
+        # a failed report's dump is kept for inspection (LEAKD_FAILED_BLOB_DAYS, default 7)
+        self.assertTrue(os.path.exists(self.server.blob_path(app.slug, meta["report_id"])))
+        self.assertEqual(self.report_row(meta["report_id"], "blob_path")[0],
+                         "blobs/%s/%s.hprof.zst" % (app.slug, meta["report_id"]))
 
     # ---- big and broken uploads -----------------------------------------------------------
     def test_large_upload_streams_in_bounded_memory(self):

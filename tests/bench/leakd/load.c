@@ -1,0 +1,778 @@
+/* load.c — leakd_load: the load generator and the baselines of leakd's load benchmark
+ * (tests/bench/leakd/run.sh drives it; README.md beside it says how to read the figures).
+ *
+ *   leakd_load traces  --server H:P --key K --app A [--sigs N] [--size B] [--conns C]
+ *                      (--count N | --seconds S) [--rate R] [--warmup-sigs] [--pss-pid P]...
+ *   leakd_load heap    --server H:P --key K --app A --mb M [--conns C] (--count N | --seconds S)
+ *                      [--pss-pid P]...
+ *   leakd_load healthz --server H:P [--conns C] (--count N | --seconds S)
+ *   leakd_load fsync DIR [--seconds S]     fsync'd 4 KiB appends per second in DIR
+ *   leakd_load seqwrite DIR [--mb M]       M MB of 1 MiB writes then one fsync: MB/s
+ *   leakd_load pss PID...                  PSS (kB) of each PID's process tree, summed
+ *
+ * One thread, epoll, raw non-blocking sockets with HTTP/1.1 keep-alive: C connections, each
+ * with at most one request in flight. Bodies are built before the clock starts: a request is
+ * a small per-request prefix (headers + the meta part, with a fresh report_id) followed by a
+ * shared, read-only data part and a shared suffix, sent with writev — no copy per request.
+ *
+ * Closed loop (no --rate): every connection sends its next request as soon as its previous
+ * answer is in. Open loop (--rate R): request i is due at t0 + i/R whether or not earlier
+ * ones are answered; it goes out on the first free connection, and its latency counts from
+ * the time it was due (no coordinated omission: a stalled server shows up in the latency).
+ *
+ * Only loopback addresses are accepted. Every run is bounded by --count or --seconds (and a
+ * hard stop at 2 × seconds + 30 s). The last line on stdout is `key=value ...` for run.sh.
+ * Exit status: 0 when every request got a 2xx, 1 otherwise, 2 on usage errors. */
+#define _GNU_SOURCE
+#include <arpa/inet.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/uio.h>
+#include <time.h>
+#include <unistd.h>
+
+#define MAX_CONNS 512
+#define MAX_PSS_PIDS 4
+#define BOUNDARY "leakdloadb7d1c0a9e5f34f28"
+
+static double now(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
+}
+
+static void die(const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    fputs("leakd_load: ", stderr);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    va_end(ap);
+    exit(2);
+}
+
+static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
+static uint64_t rnd(void) { /* splitmix64 */
+    uint64_t z = (rng_state += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+/* ---- options ----------------------------------------------------------------------------- */
+
+typedef struct {
+    const char *mode;
+    const char *server, *key, *app;
+    int conns;
+    long count;
+    double seconds;
+    double rate;
+    int sigs;
+    long size;   /* traces JSON bytes */
+    long mb;     /* heap part MB */
+    int warmup_sigs;
+    pid_t pss_pids[MAX_PSS_PIDS];
+    int npss;
+    const char *dir;
+} opts;
+
+/* ---- PSS of process trees ----------------------------------------------------------------- */
+
+static long pss_kb_of(pid_t pid) {
+    char p[64], line[256];
+    snprintf(p, sizeof p, "/proc/%d/smaps_rollup", (int)pid);
+    FILE *f = fopen(p, "r");
+    if (!f) return 0;
+    long kb = 0;
+    while (fgets(line, sizeof line, f))
+        if (strncmp(line, "Pss:", 4) == 0) {
+            kb = strtol(line + 4, NULL, 10);
+            break;
+        }
+    fclose(f);
+    return kb;
+}
+
+/* The PSS of `root` and all its descendants (one scan of /proc for the parent links). */
+static long pss_tree_kb(pid_t root) {
+    enum { MAXP = 65536 };
+    static pid_t pids[MAXP], ppids[MAXP];
+    int n = 0;
+    DIR *d = opendir("/proc");
+    if (!d) return 0;
+    struct dirent *e;
+    while ((e = readdir(d)) && n < MAXP) {
+        if (e->d_name[0] < '0' || e->d_name[0] > '9') continue;
+        char p[300], buf[512];
+        snprintf(p, sizeof p, "/proc/%.255s/stat", e->d_name);
+        int fd = open(p, O_RDONLY | O_CLOEXEC);
+        if (fd < 0) continue;
+        ssize_t l = read(fd, buf, sizeof buf - 1);
+        close(fd);
+        if (l <= 0) continue;
+        buf[l] = 0;
+        char *rp = strrchr(buf, ')');
+        if (!rp) continue;
+        int ppid = 0;
+        char st;
+        if (sscanf(rp + 2, "%c %d", &st, &ppid) != 2) continue;
+        pids[n] = (pid_t)atoi(e->d_name);
+        ppids[n] = (pid_t)ppid;
+        n++;
+    }
+    closedir(d);
+    /* Breadth-first over the parent links from root. */
+    static pid_t tree[MAXP];
+    int nt = 0, head = 0;
+    tree[nt++] = root;
+    while (head < nt) {
+        pid_t p = tree[head++];
+        for (int i = 0; i < n && nt < MAXP; i++)
+            if (ppids[i] == p) tree[nt++] = pids[i];
+    }
+    long kb = 0;
+    for (int i = 0; i < nt; i++) kb += pss_kb_of(tree[i]);
+    return kb;
+}
+
+typedef struct {
+    pid_t pids[MAX_PSS_PIDS];
+    int npids;
+    volatile int stop;
+    long max_kb[MAX_PSS_PIDS], first_kb[MAX_PSS_PIDS], max_sum_kb;
+    double sum_kb[MAX_PSS_PIDS];
+    long samples;
+    pthread_t th;
+} pss_sampler;
+
+static void *pss_loop(void *arg) {
+    pss_sampler *s = arg;
+    while (!s->stop) {
+        long sum = 0;
+        for (int i = 0; i < s->npids; i++) {
+            long kb = pss_tree_kb(s->pids[i]);
+            if (s->samples == 0) s->first_kb[i] = kb;
+            if (kb > s->max_kb[i]) s->max_kb[i] = kb;
+            s->sum_kb[i] += (double)kb;
+            sum += kb;
+        }
+        if (sum > s->max_sum_kb) s->max_sum_kb = sum;
+        s->samples++;
+        struct timespec nap = {0, 100 * 1000 * 1000};
+        nanosleep(&nap, NULL);
+    }
+    return NULL;
+}
+
+/* ---- HTTP engine ------------------------------------------------------------------------- */
+
+typedef struct {
+    int fd;
+    int busy;          /* a request is in flight */
+    int connected;     /* a connect() completed */
+    int want_out;      /* EPOLLOUT is on: part of the request waits to be sent */
+    struct iovec iov[3];
+    int iovcnt;
+    size_t to_send, sent;
+    double due, started;
+    char prefix[4096];
+    char rbuf[16384];
+    size_t rlen;
+    int early;         /* answered before the body was all sent: close after */
+} conn;
+
+typedef struct {
+    opts *o;
+    struct sockaddr_storage addr;
+    socklen_t addrlen;
+    char hostport[128];
+    int ep;
+    conn conns[MAX_CONNS];
+    /* request bodies */
+    char **traces;      /* sigs JSON documents */
+    size_t *traces_len;
+    char *heap;         /* mb MiB of random bytes */
+    size_t heap_len;
+    uint64_t run_tag;   /* makes report ids unique across runs */
+    /* progress */
+    long issued, done, ok, bad, errors;
+    long status_count[6];
+    int last_bad_status;
+    char last_bad_body[300];
+    double *lat;        /* seconds, per answered request */
+    long lat_cap, nlat;
+    uint64_t body_bytes;
+} engine;
+
+static void set_nonblock(int fd) { fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK); }
+
+static int is_loopback(const struct sockaddr_storage *ss) {
+    if (ss->ss_family == AF_INET) {
+        const struct sockaddr_in *a = (const void *)ss;
+        return (ntohl(a->sin_addr.s_addr) >> 24) == 127;
+    }
+    if (ss->ss_family == AF_INET6) {
+        const struct sockaddr_in6 *a = (const void *)ss;
+        return IN6_IS_ADDR_LOOPBACK(&a->sin6_addr);
+    }
+    return 0;
+}
+
+static void resolve(engine *g, const char *spec) {
+    char host[128];
+    const char *colon = strrchr(spec, ':');
+    if (!colon || colon == spec) die("--server must be host:port, not %s", spec);
+    size_t hl = (size_t)(colon - spec);
+    if (hl >= sizeof host) die("--server: host too long");
+    memcpy(host, spec, hl);
+    host[hl] = 0;
+    if (host[0] == '[' && hl > 1 && host[hl - 1] == ']') {
+        memmove(host, host + 1, hl - 2);
+        host[hl - 2] = 0;
+    }
+    struct addrinfo hints = {0}, *res = NULL;
+    hints.ai_socktype = SOCK_STREAM;
+    hints.ai_flags = AI_NUMERICSERV;
+    if (getaddrinfo(host, colon + 1, &hints, &res) != 0 || !res) die("cannot resolve %s", spec);
+    memcpy(&g->addr, res->ai_addr, res->ai_addrlen);
+    g->addrlen = res->ai_addrlen;
+    freeaddrinfo(res);
+    if (!is_loopback(&g->addr)) die("%s is not a loopback address: this benchmark only talks to this machine", spec);
+    snprintf(g->hostport, sizeof g->hostport, "%s", spec);
+}
+
+static void conn_close(engine *g, conn *c) {
+    if (c->fd >= 0) {
+        epoll_ctl(g->ep, EPOLL_CTL_DEL, c->fd, NULL);
+        close(c->fd);
+    }
+    c->fd = -1;
+    c->connected = 0;
+}
+
+static int conn_open(engine *g, conn *c) {
+    c->fd = socket(g->addr.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (c->fd < 0) return -1;
+    int one = 1;
+    setsockopt(c->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    /* A blocking connect (loopback: immediate), then non-blocking I/O. */
+    if (connect(c->fd, (struct sockaddr *)&g->addr, g->addrlen) != 0) {
+        close(c->fd);
+        c->fd = -1;
+        return -1;
+    }
+    set_nonblock(c->fd);
+    struct epoll_event ev = {.events = EPOLLIN | EPOLLRDHUP, .data.ptr = c};
+    epoll_ctl(g->ep, EPOLL_CTL_ADD, c->fd, &ev);
+    c->connected = 1;
+    c->want_out = 0;
+    return 0;
+}
+
+/* EPOLLOUT only while something waits to be sent: a writable idle socket must not spin. */
+static void want_out(engine *g, conn *c, int on) {
+    if (c->fd < 0 || c->want_out == on) return;
+    struct epoll_event ev = {.events = EPOLLIN | EPOLLRDHUP | (on ? EPOLLOUT : 0), .data.ptr = c};
+    epoll_ctl(g->ep, EPOLL_CTL_MOD, c->fd, &ev);
+    c->want_out = on;
+}
+
+static void uuid_of(engine *g, long i, char out[37]) {
+    uint64_t a = g->run_tag, b = (uint64_t)i * 0x9e3779b97f4a7c15ull ^ g->run_tag >> 7;
+    snprintf(out, 37, "%08x-%04x-4%03x-8%03x-%012llx", (unsigned)(a >> 32), (unsigned)(a >> 16) & 0xffff,
+             (unsigned)a & 0xfff, (unsigned)(b >> 48) & 0xfff, (unsigned long long)(((uint64_t)i << 20) ^ (b & 0xfffff)) & 0xffffffffffffull);
+}
+
+static const char suffix[] = "\r\n--" BOUNDARY "--\r\n";
+
+/* Fills c's iovecs with request number i. */
+static void build_request(engine *g, conn *c, long i) {
+    opts *o = g->o;
+    if (strcmp(o->mode, "healthz") == 0) {
+        int n = snprintf(c->prefix, sizeof c->prefix, "GET /healthz HTTP/1.1\r\nHost: %s\r\n\r\n", g->hostport);
+        c->iov[0] = (struct iovec){c->prefix, (size_t)n};
+        c->iovcnt = 1;
+        c->to_send = (size_t)n;
+        return;
+    }
+    int heap = strcmp(o->mode, "heap") == 0;
+    char id[37];
+    uuid_of(g, i, id);
+    const void *data;
+    size_t dlen;
+    if (heap) {
+        data = g->heap;
+        dlen = g->heap_len;
+    } else {
+        long s = o->warmup_sigs ? i % o->sigs : (long)(rnd() % (uint64_t)o->sigs);
+        data = g->traces[s];
+        dlen = g->traces_len[s];
+    }
+    char part[1400];
+    int pl = snprintf(part, sizeof part,
+                      "--" BOUNDARY "\r\nContent-Disposition: form-data; name=\"meta\"\r\nContent-Type: application/json\r\n\r\n"
+                      "{\"report_id\":\"%s\",\"app\":\"%s\",\"app_version\":\"1.%ld\",\"build\":%ld,\"sdk_version\":\"0.1.0\","
+                      "\"runtime\":\"jvm\",\"mode\":\"%s\",\"created_at\":\"2026-01-01T00:00:00Z\","
+                      "\"device\":{\"install_id\":\"bench-device-%04ld\",\"manufacturer\":\"Bench\",\"model\":\"VM\",\"os\":\"linux\","
+                      "\"os_version\":\"6.1\",\"abi\":\"x86_64\"},\"heap\":{\"used_bytes\":1000000,\"max_bytes\":4000000},"
+                      "\"trigger\":\"manual\",\"retained\":[],\"dropped\":0}\r\n"
+                      "--" BOUNDARY "\r\nContent-Disposition: form-data; name=\"%s\"\r\nContent-Type: %s\r\n\r\n",
+                      id, o->app, i % 7, 100 + i % 50, heap ? "heap" : "traces", i % 5000, heap ? "heap" : "traces",
+                      heap ? "application/zstd" : "application/json");
+    size_t clen = (size_t)pl + dlen + sizeof suffix - 1;
+    int n = snprintf(c->prefix, sizeof c->prefix,
+                     "POST /v1/reports HTTP/1.1\r\nHost: %s\r\nAuthorization: Bearer %s\r\n"
+                     "Content-Type: multipart/form-data; boundary=" BOUNDARY "\r\nContent-Length: %zu\r\n\r\n%s",
+                     g->hostport, o->key, clen, part);
+    if (n >= (int)sizeof c->prefix) die("request prefix too long");
+    c->iov[0] = (struct iovec){c->prefix, (size_t)n};
+    c->iov[1] = (struct iovec){(void *)data, dlen};
+    c->iov[2] = (struct iovec){(void *)suffix, sizeof suffix - 1};
+    c->iovcnt = 3;
+    c->to_send = (size_t)n + dlen + sizeof suffix - 1;
+    g->body_bytes += clen;
+}
+
+static void do_send(engine *g, conn *c);
+
+static void issue(engine *g, conn *c, double due) {
+    if (c->fd < 0 && conn_open(g, c) != 0) {
+        g->issued++;
+        g->errors++;
+        g->done++;
+        return;
+    }
+    build_request(g, c, g->issued++);
+    c->busy = 1;
+    c->sent = 0;
+    c->rlen = 0;
+    c->early = 0;
+    c->due = due;
+    c->started = now();
+    do_send(g, c);
+}
+
+static void finish(engine *g, conn *c, int status, double t) {
+    c->busy = 0;
+    g->done++;
+    if (status >= 200 && status < 300) g->ok++;
+    else if (status > 0) {
+        g->bad++;
+        g->last_bad_status = status;
+    } else g->errors++;
+    if (status >= 100 && status < 600) g->status_count[status / 100]++;
+    if (status > 0 && g->nlat < g->lat_cap) g->lat[g->nlat++] = t - c->due;
+}
+
+static void fail_conn(engine *g, conn *c) {
+    if (c->busy) finish(g, c, 0, now());
+    conn_close(g, c);
+}
+
+/* Sends what the socket takes. */
+static void do_send(engine *g, conn *c) {
+    while (c->busy && c->sent < c->to_send) {
+        struct iovec v[3];
+        int nv = 0;
+        size_t skip = c->sent;
+        for (int i = 0; i < c->iovcnt; i++) {
+            if (skip >= c->iov[i].iov_len) {
+                skip -= c->iov[i].iov_len;
+                continue;
+            }
+            v[nv].iov_base = (char *)c->iov[i].iov_base + skip;
+            v[nv].iov_len = c->iov[i].iov_len - skip;
+            skip = 0;
+            nv++;
+        }
+        ssize_t w = writev(c->fd, v, nv);
+        if (w < 0) {
+            if (errno == EINTR) continue;
+            if (errno == EAGAIN) {
+                want_out(g, c, 1);
+                return;
+            }
+            fail_conn(g, c);
+            return;
+        }
+        c->sent += (size_t)w;
+    }
+    want_out(g, c, 0);
+}
+
+/* Parses a complete response in rbuf: returns its status, or 0 if incomplete, -1 if bad. */
+static int parse_response(conn *c, size_t *total, int *close_after) {
+    c->rbuf[c->rlen < sizeof c->rbuf ? c->rlen : sizeof c->rbuf - 1] = 0;
+    char *end = memmem(c->rbuf, c->rlen, "\r\n\r\n", 4);
+    if (!end) return c->rlen >= sizeof c->rbuf - 1 ? -1 : 0;
+    int status = 0;
+    if (sscanf(c->rbuf, "HTTP/1.%*d %d", &status) != 1) return -1;
+    size_t hlen = (size_t)(end - c->rbuf) + 4;
+    long clen = -1;
+    *close_after = 0;
+    for (char *p = strstr(c->rbuf, "\r\n"); p && p < end; p = strstr(p + 2, "\r\n")) {
+        if (strncasecmp(p + 2, "Content-Length:", 15) == 0) clen = strtol(p + 17, NULL, 10);
+        if (strncasecmp(p + 2, "Connection: close", 17) == 0) *close_after = 1;
+    }
+    if (clen < 0) {
+        if (strncmp(c->rbuf, "HTTP/1.0", 8) == 0) *close_after = 1;
+        clen = 0;
+    }
+    if (hlen + (size_t)clen > sizeof c->rbuf - 1) return -1;
+    if (c->rlen < hlen + (size_t)clen) return 0;
+    *total = hlen + (size_t)clen;
+    return status;
+}
+
+static void do_recv(engine *g, conn *c) {
+    for (;;) {
+        if (c->rlen >= sizeof c->rbuf - 1) {
+            fail_conn(g, c);
+            return;
+        }
+        ssize_t r = read(c->fd, c->rbuf + c->rlen, sizeof c->rbuf - 1 - c->rlen);
+        if (r == 0) { /* the server closed */
+            fail_conn(g, c);
+            return;
+        }
+        if (r < 0) {
+            if (errno == EAGAIN || errno == EINTR) return;
+            fail_conn(g, c);
+            return;
+        }
+        c->rlen += (size_t)r;
+        if (!c->busy) { /* bytes nobody asked for */
+            conn_close(g, c);
+            return;
+        }
+        size_t total = 0;
+        int close_after = 0;
+        int st = parse_response(c, &total, &close_after);
+        if (st == 0) continue;
+        if (st < 0) {
+            fail_conn(g, c);
+            return;
+        }
+        if (st < 200 || st >= 300) {
+            char *body = memmem(c->rbuf, c->rlen, "\r\n\r\n", 4);
+            snprintf(g->last_bad_body, sizeof g->last_bad_body, "%.*s", (int)(total - (size_t)(body + 4 - c->rbuf)),
+                     body + 4);
+        }
+        int early = c->sent < c->to_send;
+        finish(g, c, st, now());
+        if (close_after || early) conn_close(g, c);
+        else c->rlen = 0;
+        return;
+    }
+}
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+static double pct(double *v, long n, double p) {
+    if (n <= 0) return 0;
+    long i = (long)(p * (double)(n - 1) + 0.5);
+    return v[i];
+}
+
+/* ---- request bodies ------------------------------------------------------------------------ */
+
+/* A ~`size`-byte trace JSON document: one application leak, one trace of NO elements, then
+ * UNKNOWN ones (suspect references), then the leaking YES object. Signature `s` renames a
+ * suspect element's class, so the server's recomputed signature differs per s. */
+static char *make_traces(int s, long size, size_t *len) {
+    size_t cap = (size_t)size + 8192;
+    char *b = malloc(cap);
+    if (!b) die("out of memory");
+    size_t n = 0;
+#define PUT(...) (n += (size_t)snprintf(b + n, cap - n, __VA_ARGS__))
+    PUT("{\"format\":1,\"analyzer\":{\"name\":\"leakwatch\",\"version\":\"0.1.0\"},\"duration_ms\":{\"index\":12,\"paths\":3},"
+        "\"leaks\":[{\"signature\":\"0000000000000000000000000000000000000000\",\"kind\":\"application\","
+        "\"short_description\":\"BenchHolder%04d.listeners\",\"count\":1,\"traces\":[{\"gc_root\":\"STICKY_CLASS\",\"elements\":[",
+        s);
+    /* Pick the element count so the document lands near `size`: ~340 bytes an element. */
+    long elements = size / 340;
+    if (elements < 4) elements = 4;
+    if (elements > 9000) elements = 9000;
+    long no_count = elements / 3;
+    for (long k = 0; k + 1 < elements; k++) {
+        int is_no = k < no_count;
+        int suspect = !is_no || k + 1 == no_count;
+        const char *kind = k == 0 ? "class" : "instance";
+        if (k == no_count) /* the first suspect: the one that names the signature */
+            PUT("{\"class\":\"com.example.bench.BenchHolder%04d\",\"object_kind\":\"instance\",\"leaking\":\"UNKNOWN\","
+                "\"reason\":\"no inspector knows this class; its state is unknown in this trace\","
+                "\"labels\":[\"bench element %ld\",\"retained by a chain of application objects\"],"
+                "\"reference\":{\"kind\":\"instance_field\",\"name\":\"listeners%04d\",\"suspect\":true}},",
+                s, k, s);
+        else
+            PUT("{\"class\":\"com.example.bench.layer%02ld.Component%02ld$Inner\",\"object_kind\":\"%s\",\"leaking\":\"%s\","
+                "\"reason\":\"%s\",\"labels\":[\"bench element %ld\",\"mId=0x7f0a%04lx\",\"state=RESUMED\"],"
+                "\"reference\":{\"kind\":\"%s\",\"name\":\"m%sField%02ld\",\"suspect\":%s}},",
+                k % 20, k % 50, kind, is_no ? "NO" : "UNKNOWN",
+                is_no ? "a GC root or an object that outlives the leaking screen (the application singleton)"
+                      : "no inspector knows this class; its state is unknown in this trace",
+                k, k, k == 0 ? "static_field" : "instance_field", is_no ? "Root" : "Chain", k, suspect ? "true" : "false");
+    }
+    PUT("{\"class\":\"com.example.bench.LeakedScreen\",\"object_kind\":\"instance\",\"leaking\":\"YES\","
+        "\"reason\":\"ObjectWatcher was watching this because LeakedScreen received onDestroy\","
+        "\"key\":\"b3c8a7e0-0000-4000-8000-%012d\",\"description\":\"LeakedScreen destroyed\",\"watch_ms\":5012,\"retained_ms\":5003}"
+        "]}]}]}",
+        s);
+#undef PUT
+    if (n >= cap) die("trace document overflow");
+    *len = n;
+    return b;
+}
+
+/* ---- the load run ------------------------------------------------------------------------- */
+
+static int run_load(opts *o) {
+    static engine g;
+    g.o = o;
+    resolve(&g, o->server);
+    if (strcmp(o->mode, "healthz") != 0 && (!o->key || !o->app)) die("--key and --app are required for %s", o->mode);
+    if (o->conns < 1 || o->conns > MAX_CONNS) die("--conns must be 1..%d", MAX_CONNS);
+    if (o->count <= 0 && o->seconds <= 0) die("give --count or --seconds");
+    if (o->rate > 0 && o->seconds <= 0 && o->count <= 0) die("--rate needs --seconds or --count");
+    rng_state ^= (uint64_t)time(NULL) * 0x100000001b3ull ^ (uint64_t)getpid();
+    g.run_tag = rnd();
+
+    if (strcmp(o->mode, "traces") == 0) {
+        if (o->sigs < 1 || o->sigs > 100000) die("--sigs must be 1..100000");
+        g.traces = calloc((size_t)o->sigs, sizeof *g.traces);
+        g.traces_len = calloc((size_t)o->sigs, sizeof *g.traces_len);
+        size_t total = 0;
+        for (int s = 0; s < o->sigs; s++) {
+            g.traces[s] = make_traces(s, o->size, &g.traces_len[s]);
+            total += g.traces_len[s];
+        }
+        fprintf(stderr, "traces: %d signature(s), %.1f KB per document\n", o->sigs, (double)total / o->sigs / 1000);
+    } else if (strcmp(o->mode, "heap") == 0) {
+        if (o->mb < 1 || o->mb > 2048) die("--mb must be 1..2048");
+        g.heap_len = (size_t)o->mb << 20;
+        g.heap = malloc(g.heap_len);
+        if (!g.heap) die("out of memory");
+        uint64_t *w = (uint64_t *)g.heap;
+        for (size_t i = 0; i < g.heap_len / 8; i++) w[i] = rnd();
+        /* Not a zstd frame: the worker fails it at its first bytes and goes back to sleep. */
+        memcpy(g.heap, "LEAKD-BENCH-NOT-ZSTD", 20);
+    }
+
+    long limit = o->count > 0 ? o->count : 0;
+    if (o->rate > 0 && limit == 0) limit = (long)(o->rate * o->seconds + 0.5);
+    g.lat_cap = limit > 0 ? limit : (long)(o->seconds * 200000) + 1000;
+    g.lat = calloc((size_t)g.lat_cap, sizeof *g.lat);
+    if (!g.lat) die("out of memory");
+
+    signal(SIGPIPE, SIG_IGN);
+    g.ep = epoll_create1(EPOLL_CLOEXEC);
+    for (int i = 0; i < o->conns; i++) g.conns[i].fd = -1;
+    /* Connect everyone before the clock starts. */
+    for (int i = 0; i < o->conns; i++)
+        if (conn_open(&g, &g.conns[i]) != 0) die("cannot connect to %s: %s", o->server, strerror(errno));
+
+    pss_sampler ps = {0};
+    if (o->npss) {
+        ps.npids = o->npss;
+        memcpy(ps.pids, o->pss_pids, sizeof ps.pids);
+        pthread_create(&ps.th, NULL, pss_loop, &ps);
+    }
+
+    double t0 = now();
+    double stop_issuing = o->seconds > 0 ? t0 + o->seconds : 1e300;
+    double hard_stop = t0 + (o->seconds > 0 ? 2 * o->seconds : 600) + 30;
+    double interval = o->rate > 0 ? 1.0 / o->rate : 0;
+    long due_next = 0; /* open loop: requests due so far */
+    struct epoll_event evs[MAX_CONNS];
+    for (;;) {
+        double t = now();
+        int more = (limit == 0 || g.issued < limit) && t < stop_issuing;
+        if (o->rate > 0) {
+            while ((limit == 0 || due_next < limit) && t0 + (double)due_next * interval <= t && t0 + (double)due_next * interval < stop_issuing)
+                due_next++;
+            for (int i = 0; i < o->conns && g.issued < due_next; i++)
+                if (!g.conns[i].busy) issue(&g, &g.conns[i], t0 + (double)g.issued * interval);
+            more = g.issued < due_next || ((limit == 0 || due_next < limit) && t0 + (double)due_next * interval < stop_issuing);
+        } else if (more) {
+            for (int i = 0; i < o->conns && (limit == 0 || g.issued < limit); i++)
+                if (!g.conns[i].busy) issue(&g, &g.conns[i], now());
+        }
+        int inflight = 0;
+        for (int i = 0; i < o->conns; i++) inflight += g.conns[i].busy;
+        if (!inflight && !more) break;
+        if (t > hard_stop) {
+            fprintf(stderr, "leakd_load: hard time limit reached with %d request(s) in flight\n", inflight);
+            for (int i = 0; i < o->conns; i++) fail_conn(&g, &g.conns[i]);
+            break;
+        }
+        int timeout_ms = 100;
+        if (o->rate > 0 && more) {
+            double wait = t0 + (double)due_next * interval - now();
+            timeout_ms = wait <= 0 ? 0 : (int)(wait * 1000) + 0;
+            if (timeout_ms > 100) timeout_ms = 100;
+        }
+        int n = epoll_wait(g.ep, evs, MAX_CONNS, timeout_ms);
+        for (int k = 0; k < n; k++) {
+            conn *c = evs[k].data.ptr;
+            if (c->fd < 0) continue;
+            if (evs[k].events & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR)) do_recv(&g, c);
+            if (c->fd >= 0 && (evs[k].events & EPOLLOUT) && c->busy) do_send(&g, c);
+        }
+    }
+    double elapsed = now() - t0;
+    if (o->npss) {
+        ps.stop = 1;
+        pthread_join(ps.th, NULL);
+    }
+    for (int i = 0; i < o->conns; i++) conn_close(&g, &g.conns[i]);
+
+    long nl = g.nlat;
+    qsort(g.lat, (size_t)nl, sizeof *g.lat, cmp_double);
+    double rate = (double)g.done / elapsed;
+    double mbps = (double)g.body_bytes / elapsed / 1e6;
+    fprintf(stderr, "%s: %ld requests in %.2f s (%ld 2xx, %ld other status, %ld connection errors)", o->mode, g.done, elapsed,
+            g.ok, g.bad, g.errors);
+    if (o->rate > 0) fprintf(stderr, ", scheduled at %.0f/s", o->rate);
+    fprintf(stderr, "\n");
+    if (g.bad) fprintf(stderr, "  last non-2xx: %d %s\n", g.last_bad_status, g.last_bad_body);
+    printf("mode=%s requests=%ld ok=%ld bad=%ld errors=%ld seconds=%.3f rate=%.1f mbps=%.1f p50_ms=%.2f p90_ms=%.2f "
+           "p99_ms=%.2f max_ms=%.2f",
+           o->mode, g.done, g.ok, g.bad, g.errors, elapsed, rate, mbps, pct(g.lat, nl, 0.5) * 1e3, pct(g.lat, nl, 0.9) * 1e3,
+           pct(g.lat, nl, 0.99) * 1e3, nl ? g.lat[nl - 1] * 1e3 : 0.0);
+    for (int i = 0; i < ps.npids; i++)
+        printf(" pss%d_max_kb=%ld pss%d_avg_kb=%.0f pss%d_first_kb=%ld", i, ps.max_kb[i], i,
+               ps.samples ? ps.sum_kb[i] / (double)ps.samples : 0.0, i, ps.first_kb[i]);
+    if (o->npss) printf(" pss_sum_max_kb=%ld pss_samples=%ld", ps.max_sum_kb, ps.samples);
+    printf("\n");
+    return g.ok == g.done && g.done > 0 ? 0 : 1;
+}
+
+/* ---- baselines ------------------------------------------------------------------------------ */
+
+static int run_fsync(opts *o) {
+    char path[4096];
+    snprintf(path, sizeof path, "%s/leakd-bench-fsync.%d", o->dir, (int)getpid());
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    if (fd < 0) die("%s: %s", path, strerror(errno));
+    char block[4096];
+    memset(block, 'f', sizeof block);
+    double secs = o->seconds > 0 ? o->seconds : 2, t0 = now(), t;
+    long n = 0;
+    while ((t = now()) - t0 < secs && n < 10000000) {
+        if (write(fd, block, sizeof block) != (ssize_t)sizeof block || fsync(fd) != 0) die("%s: %s", path, strerror(errno));
+        n++;
+    }
+    close(fd);
+    unlink(path);
+    printf("mode=fsync fsyncs=%ld seconds=%.3f rate=%.1f\n", n, t - t0, (double)n / (t - t0));
+    return 0;
+}
+
+static int run_seqwrite(opts *o) {
+    char path[4096];
+    snprintf(path, sizeof path, "%s/leakd-bench-seq.%d", o->dir, (int)getpid());
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    if (fd < 0) die("%s: %s", path, strerror(errno));
+    size_t chunk = 1 << 20;
+    char *buf = malloc(chunk);
+    uint64_t *w = (uint64_t *)buf;
+    for (size_t i = 0; i < chunk / 8; i++) w[i] = rnd();
+    long mb = o->mb > 0 ? o->mb : 256;
+    double t0 = now();
+    for (long i = 0; i < mb; i++) {
+        w[0] = (uint64_t)i; /* no two chunks alike */
+        if (write(fd, buf, chunk) != (ssize_t)chunk) die("%s: %s", path, strerror(errno));
+    }
+    if (fsync(fd) != 0) die("fsync %s: %s", path, strerror(errno));
+    double t = now() - t0;
+    close(fd);
+    unlink(path);
+    free(buf);
+    double mbps = (double)mb * (double)chunk / t / 1e6;
+    printf("mode=seqwrite mb=%ld seconds=%.3f mbps=%.1f\n", mb, t, mbps);
+    return 0;
+}
+
+/* ---- main ----------------------------------------------------------------------------------- */
+
+static const char usage[] =
+    "usage: leakd_load traces|heap|healthz --server HOST:PORT [--key K --app A] [--conns C]\n"
+    "                  (--count N | --seconds S) [--rate R] [--sigs N] [--size BYTES] [--mb M]\n"
+    "                  [--warmup-sigs] [--pss-pid PID]...\n"
+    "       leakd_load fsync DIR [--seconds S]\n"
+    "       leakd_load seqwrite DIR [--mb M]\n"
+    "       leakd_load pss PID...\n";
+
+int main(int argc, char **argv) {
+    if (argc < 2 || strcmp(argv[1], "--help") == 0) {
+        fputs(usage, argc < 2 ? stderr : stdout);
+        return argc < 2 ? 2 : 0;
+    }
+    opts o = {.mode = argv[1], .conns = 16, .sigs = 1000, .size = 10240, .mb = 0};
+    if (strcmp(o.mode, "pss") == 0) {
+        long sum = 0;
+        printf("mode=pss");
+        for (int i = 2; i < argc; i++) {
+            long kb = pss_tree_kb((pid_t)atoi(argv[i]));
+            printf(" pss%d_kb=%ld", i - 2, kb);
+            sum += kb;
+        }
+        printf(" pss_sum_kb=%ld\n", sum);
+        return 0;
+    }
+    int a = 2;
+    if (strcmp(o.mode, "fsync") == 0 || strcmp(o.mode, "seqwrite") == 0) {
+        if (argc < 3) die("%s needs a directory", o.mode);
+        o.dir = argv[a++];
+    }
+    for (; a < argc; a++) {
+        const char *f = argv[a];
+        const char *v = a + 1 < argc ? argv[a + 1] : NULL;
+#define ARG(name) (strcmp(f, name) == 0 && (v || (die("%s needs a value", name), 0)) && ++a)
+        if (ARG("--server")) o.server = v;
+        else if (ARG("--key")) o.key = v;
+        else if (ARG("--app")) o.app = v;
+        else if (ARG("--conns")) o.conns = atoi(v);
+        else if (ARG("--count")) o.count = atol(v);
+        else if (ARG("--seconds")) o.seconds = atof(v);
+        else if (ARG("--rate")) o.rate = atof(v);
+        else if (ARG("--sigs")) o.sigs = atoi(v);
+        else if (ARG("--size")) o.size = atol(v);
+        else if (ARG("--mb")) o.mb = atol(v);
+        else if (ARG("--pss-pid")) {
+            if (o.npss == MAX_PSS_PIDS) die("at most %d --pss-pid", MAX_PSS_PIDS);
+            o.pss_pids[o.npss++] = (pid_t)atoi(v);
+        } else if (strcmp(f, "--warmup-sigs") == 0) o.warmup_sigs = 1;
+        else die("unknown argument %s\n%s", f, usage);
+#undef ARG
+    }
+    if (o.seconds > 600) die("--seconds is at most 600");
+    if (o.count > 10000000) die("--count is at most 10000000");
+    if (strcmp(o.mode, "fsync") == 0) return run_fsync(&o);
+    if (strcmp(o.mode, "seqwrite") == 0) return run_seqwrite(&o);
+    if (strcmp(o.mode, "traces") == 0 || strcmp(o.mode, "heap") == 0 || strcmp(o.mode, "healthz") == 0) {
+        if (!o.server) die("--server is required");
+        if (strcmp(o.mode, "heap") == 0 && o.mb == 0) o.mb = 50;
+        return run_load(&o);
+    }
+    die("unknown mode %s\n%s", o.mode, usage);
+    return 2;
+}

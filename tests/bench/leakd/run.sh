@@ -1,0 +1,250 @@
+#!/usr/bin/env bash
+# run.sh [BUILD_DIR] — leakd's load benchmark (tests/bench/leakd/README.md): starts a throwaway
+# PostgreSQL (tests/server/pg_cluster.sh) and a real `leakd serve` on loopback, measures the
+# baselines (fsyncs/s and fsync'd sequential MB/s in the data dir, pgbench commits/s on the same
+# cluster, leakd's GET /healthz rate), then traces and heap uploads and leakd's memory, and
+# prints one table: figure, value, baseline, ratio, target, OK/OVER. About 2–3 minutes.
+# Builds nothing: build leakd and leakd_load first
+#   cmake --build BUILD_DIR --target leakd leakd_load
+#
+# Environment:
+#   SMOKE=1       tiny counts (~20 s): checks only that everything runs and every request got a
+#                 2xx (what ctest runs); the figures mean nothing then
+#   PG_MODE       durable (default: the cluster is restarted with fsync, synchronous_commit and
+#                 full_page_writes on and shared_buffers=128MB, as in production) or test
+#                 (pg_cluster.sh's fsync=off settings)
+#   CONNS         client connections of the closed-loop runs (16); DB_POOL leakd's pool (16)
+#   SECONDS_A     seconds of each traces run (10)
+#   LEAKD_LOAD    the load generator (default BUILD_DIR/tests/bench/leakd/leakd_load)
+# Exit status: 0 when every request got a 2xx (speed and memory never fail it: they are OK or
+# OVER), 1 when a request failed, 2 on usage or setup errors, 77 when PostgreSQL is missing.
+set -euo pipefail
+
+HERE=$(cd "$(dirname "$0")" && pwd)
+REPO=$(cd "$HERE/../../.." && pwd)
+BUILD_DIR=$(cd "${1:-$REPO/build}" 2>/dev/null && pwd) || { echo "run.sh: no build dir ${1:-build}" >&2; exit 2; }
+LEAKD=$BUILD_DIR/server/leakd
+LOAD=${LEAKD_LOAD:-$BUILD_DIR/tests/bench/leakd/leakd_load}
+PG_CLUSTER=$REPO/tests/server/pg_cluster.sh
+SMOKE=${SMOKE:-0}
+PG_MODE=${PG_MODE:-durable}
+CONNS=${CONNS:-16}
+DB_POOL=${DB_POOL:-16}
+SECONDS_A=${SECONDS_A:-10}
+
+for b in "$LEAKD" "$LOAD"; do
+    [[ -x $b ]] || { echo "run.sh: $b missing; build it: cmake --build $BUILD_DIR --target leakd leakd_load" >&2; exit 2; }
+done
+PG_BINDIR=${PG_BINDIR:-}
+if [[ -z $PG_BINDIR ]]; then
+    for d in /usr/lib/postgresql/15/bin /usr/lib/postgresql/*/bin; do
+        [[ -x $d/initdb ]] && { PG_BINDIR=$d; break; }
+    done
+fi
+if [[ -z $PG_BINDIR || ! -x $PG_BINDIR/pgbench ]]; then
+    echo "run.sh: SKIP: PostgreSQL server binaries and pgbench not found (Debian: postgresql-15); set PG_BINDIR" >&2
+    exit 77
+fi
+export PG_BINDIR
+
+# ---- everything we start is stopped on the way out -------------------------------------------
+WORK=$(mktemp -d /tmp/leakd-bench.XXXXXX)
+PGDIR=$(mktemp -d /tmp/lwbpg.XXXXXX)
+chmod 755 "$PGDIR"
+LEAKD_PID=
+cleanup() {
+    set +e
+    if [[ -n $LEAKD_PID ]] && kill -0 "$LEAKD_PID" 2>/dev/null; then
+        kill -TERM "$LEAKD_PID"
+        for _ in $(seq 1 100); do kill -0 "$LEAKD_PID" 2>/dev/null || break; sleep 0.1; done
+        kill -KILL -- "-$LEAKD_PID" 2>/dev/null # its own process group (setsid): workers, analyses
+    fi
+    "$PG_CLUSTER" stop "$PGDIR" >/dev/null 2>&1
+    rm -rf -- "$WORK" "$PGDIR"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+as_pg() { if [[ $(id -u) -eq 0 ]]; then runuser -u postgres -- "$@"; else "$@"; fi; }
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+val() { tr ' ' '\n' <<<"$1" | sed -n "s/^$2=//p" | head -n 1; }
+say() { printf '== %s\n' "$*" >&2; }
+
+if [[ $SMOKE == 1 ]]; then PG_MODE=${PG_MODE_SMOKE:-test}; fi
+
+# ---- PostgreSQL ------------------------------------------------------------------------------
+say "PostgreSQL: throwaway cluster in $PGDIR ($PG_MODE)"
+"$PG_CLUSTER" start "$PGDIR" >/dev/null
+PG_PORT=$(cat "$PGDIR/port")
+DB_URL=$(cat "$PGDIR/url")
+if [[ $PG_MODE == durable ]]; then
+    as_pg "$PG_BINDIR/pg_ctl" -D "$PGDIR/data" -l "$PGDIR/server.log" -m fast -w -t 60 -s \
+        -o "-p $PG_PORT -c listen_addresses=127.0.0.1 -c unix_socket_directories=$PGDIR/sock \
+            -c fsync=on -c synchronous_commit=on -c full_page_writes=on -c shared_buffers=128MB \
+            -c max_connections=100 -c log_min_messages=warning" restart >/dev/null
+fi
+PG_PID=$(head -n 1 "$PGDIR/data/postmaster.pid")
+PSQL=("$PG_BINDIR/psql" -X -q -h 127.0.0.1 -p "$PG_PORT" -U postgres -v ON_ERROR_STOP=1)
+
+# ---- leakd -----------------------------------------------------------------------------------
+DATA=$WORK/data
+mkdir -p "$DATA"
+PORT=$(free_port)
+MPORT=$(free_port)
+export LEAKD_DATABASE_URL=$DB_URL LEAKD_LISTEN=127.0.0.1:$PORT LEAKD_METRICS_LISTEN=127.0.0.1:$MPORT \
+    LEAKD_DATA_DIR=$DATA LEAKD_WORKERS=1 LEAKD_QUOTA_REPORTS_PER_MIN=0 LEAKD_QUOTA_BYTES_PER_DAY=0 \
+    LEAKD_DB_POOL=$DB_POOL LEAKD_LOG_LEVEL=${LEAKD_LOG_LEVEL:-info} LEAKD_CONNECTION_LIMIT=512
+"$LEAKD" migrate >"$WORK/migrate.log" 2>&1 || { cat "$WORK/migrate.log" >&2; exit 2; }
+"$LEAKD" app create bench >"$WORK/app.txt" 2>&1 || { cat "$WORK/app.txt" >&2; exit 2; }
+KEY=$(grep -o 'lw_ingest_[0-9]*_[0-9A-Za-z]*' "$WORK/app.txt" | head -n 1)
+[[ -n $KEY ]] || { echo "run.sh: no ingest key in: $(cat "$WORK/app.txt")" >&2; exit 2; }
+setsid "$LEAKD" serve >"$WORK/serve.log" 2>&1 &
+LEAKD_PID=$!
+for _ in $(seq 1 150); do
+    (exec 3<>"/dev/tcp/127.0.0.1/$PORT") 2>/dev/null && break
+    kill -0 "$LEAKD_PID" 2>/dev/null || { cat "$WORK/serve.log" >&2; exit 2; }
+    sleep 0.1
+done
+SERVER=127.0.0.1:$PORT
+say "leakd $LEAKD_PID on $SERVER (workers 1, db pool $DB_POOL), data in $DATA"
+
+# load ARGS...: runs leakd_load, echoes its key=value line; a run with a non-2xx or a failed
+# request leaves $WORK/failed (load runs in $(...) subshells: a variable would not come back).
+load() {
+    local out rc=0
+    out=$("$LOAD" "$@") || rc=$?
+    if [[ $rc -ne 0 ]]; then
+        echo "$1 exit $rc" >>"$WORK/failed"
+        echo "run.sh: leakd_load $1 had failed requests (exit $rc)" >&2
+    fi
+    printf '%s\n' "$out" | tail -n 1
+}
+
+# ---- sizes of the runs -----------------------------------------------------------------------
+if [[ $SMOKE == 1 ]]; then
+    FSYNC_S=0.3 SEQ_MB=16 PGB_T=1 HZ=(--count 200) SIGS=20 WARM=20 RUN_A=(--count 60) RATE_S=1
+    HEAP_MB=1 HEAP_N=2 GROW=(1 2 4) GROW_N=2
+else
+    FSYNC_S=2 SEQ_MB=256 PGB_T=5 HZ=(--seconds 3) SIGS=1000 WARM=1000 RUN_A=(--seconds "$SECONDS_A") RATE_S=$SECONDS_A
+    HEAP_MB=50 HEAP_N=8 GROW=(10 50 200) GROW_N=0 # 0: counts below
+fi
+
+# ---- baselines -------------------------------------------------------------------------------
+say "baseline: fsync'd 4 KiB appends in the data dir (${FSYNC_S} s)"
+FS=$(load fsync "$DATA" --seconds "$FSYNC_S")
+say "baseline: $SEQ_MB MB sequential write + fsync in the data dir"
+SEQ=$(load seqwrite "$DATA" --mb "$SEQ_MB")
+say "baseline: pgbench -N (simple-update), $CONNS clients, ${PGB_T} s"
+"${PSQL[@]}" -d postgres -c 'CREATE DATABASE pgbench' >/dev/null
+"$PG_BINDIR/pgbench" -h 127.0.0.1 -p "$PG_PORT" -U postgres -i -s 1 -q pgbench >"$WORK/pgbench-init.log" 2>&1
+"$PG_BINDIR/pgbench" -h 127.0.0.1 -p "$PG_PORT" -U postgres -n -N -c "$CONNS" -j 2 -T "$PGB_T" pgbench \
+    >"$WORK/pgbench.log" 2>&1 || { cat "$WORK/pgbench.log" >&2; exit 2; }
+PG_TPS=$(sed -n 's/^tps = \([0-9.]*\) (without initial connection time).*/\1/p' "$WORK/pgbench.log")
+"${PSQL[@]}" -d postgres -c 'DROP DATABASE pgbench' >/dev/null
+say "baseline: GET /healthz, $CONNS connections"
+HZR=$(load healthz --server "$SERVER" --conns "$CONNS" "${HZ[@]}")
+
+# ---- memory at idle ---------------------------------------------------------------------------
+sleep 1
+IDLE=$(load pss "$LEAKD_PID" "$PG_PID")
+
+# ---- (a) traces -------------------------------------------------------------------------------
+say "warm-up: one traces report per signature ($WARM)"
+load traces --server "$SERVER" --key "$KEY" --app bench --sigs "$SIGS" --count "$WARM" --warmup-sigs \
+    --conns "$CONNS" >/dev/null
+say "(a) traces, ~10 KB, $SIGS signatures, closed loop, $CONNS connections"
+TA=$(load traces --server "$SERVER" --key "$KEY" --app bench --sigs "$SIGS" --conns "$CONNS" "${RUN_A[@]}" \
+    --pss-pid "$LEAKD_PID" --pss-pid "$PG_PID")
+say "(a) traces, ~10 KB, all in one group, closed loop, $CONNS connections"
+T1=$(load traces --server "$SERVER" --key "$KEY" --app bench --sigs 1 --conns "$CONNS" "${RUN_A[@]}" \
+    --pss-pid "$LEAKD_PID" --pss-pid "$PG_PID")
+RATE80=$(awk -v r="$(val "$TA" rate)" 'BEGIN { x = int(r * 0.8); print x < 1 ? 1 : x }')
+say "(a) traces, $SIGS signatures, fixed rate $RATE80/s (80 %) for ${RATE_S} s, open loop"
+TR=$(load traces --server "$SERVER" --key "$KEY" --app bench --sigs "$SIGS" --conns 128 --rate "$RATE80" \
+    --seconds "$RATE_S" --pss-pid "$LEAKD_PID" --pss-pid "$PG_PID")
+
+# ---- (b) heap uploads, (c) memory as bodies grow ------------------------------------------------
+say "(b) heap uploads of $HEAP_MB MB, 2 connections, $HEAP_N uploads"
+HB=$(load heap --server "$SERVER" --key "$KEY" --app bench --mb "$HEAP_MB" --conns 2 --count "$HEAP_N" \
+    --pss-pid "$LEAKD_PID" --pss-pid "$PG_PID")
+declare -A GROWN
+for mb in "${GROW[@]}"; do
+    n=$GROW_N
+    if [[ $n == 0 ]]; then n=$(( mb >= 200 ? 3 : mb >= 50 ? 4 : 10 )); fi
+    say "(c) heap uploads of $mb MB x $n, 2 connections: leakd's PSS"
+    GROWN[$mb]=$(load heap --server "$SERVER" --key "$KEY" --app bench --mb "$mb" --conns 2 --count "$n" \
+        --pss-pid "$LEAKD_PID" --pss-pid "$PG_PID")
+done
+AFTER=$(load pss "$LEAKD_PID" "$PG_PID")
+FAILED=0
+[[ -s $WORK/failed ]] && FAILED=1
+kill -0 "$LEAKD_PID" 2>/dev/null || { echo "run.sh: leakd died during the run" >&2; tail -n 30 "$WORK/serve.log" >&2; FAILED=1; }
+WARNS=$(grep -E ' (warn|error)' "$WORK/serve.log" | grep -vc 'the heap dump cannot be analyzed' || true)
+if [[ -n ${KEEP_LOG:-} ]]; then cp "$WORK/serve.log" "$KEEP_LOG"; fi
+
+# ---- the table ---------------------------------------------------------------------------------
+MB=1024 # kB per MB in PSS figures
+ROWS=$WORK/rows
+: >"$ROWS"
+# row FIGURE VALUE UNIT BASELINE_NAME BASELINE_VALUE OP TARGET
+#   OP: ge / lt / le compare VALUE with TARGET; "-" is a figure without a target.
+row() { printf '%s|%s|%s|%s|%s|%s|%s\n' "$@" >>"$ROWS"; }
+kb2mb() { awk -v k="$1" 'BEGIN { printf "%.1f", k / 1024 }'; }
+
+FSR=$(val "$FS" rate) SEQM=$(val "$SEQ" mbps) HZRATE=$(val "$HZR" rate)
+row "fsyncs/s, 4 KiB appends, data dir"      "$FSR"    "/s"   "" "" - ""
+row "sequential write + fsync, data dir"      "$SEQM"   "MB/s" "" "" - ""
+row "PostgreSQL commits/s (pgbench -N, $CONNS cl)" "$PG_TPS" "/s" "" "" - ""
+row "GET /healthz, $CONNS conns"               "$HZRATE" "/s"   "" "" - ""
+BOUND=$(awk -v a="$PG_TPS" -v b="$HZRATE" 'BEGIN { print (a < b ? "PG commits/s" : "/healthz/s") }')
+BOUNDV=$(awk -v a="$PG_TPS" -v b="$HZRATE" 'BEGIN { print (a < b ? a : b) }')
+row "traces reports/s, $SIGS signatures"       "$(val "$TA" rate)" "/s" "$BOUND" "$BOUNDV" ge 2000
+row "traces reports/s, one group"              "$(val "$T1" rate)" "/s" "$BOUND" "$BOUNDV" ge 2000
+row "  closed-loop p99, $SIGS signatures"      "$(val "$TA" p99_ms)" "ms" "" "" - ""
+row "fixed rate: achieved / scheduled"          "$(val "$TR" rate)" "/s" "scheduled" "$RATE80" - ""
+row "fixed rate p50"                            "$(val "$TR" p50_ms)" "ms" "" "" - ""
+row "fixed rate p90"                            "$(val "$TR" p90_ms)" "ms" "" "" - ""
+row "fixed rate p99"                            "$(val "$TR" p99_ms)" "ms" "" "" lt 50
+row "fixed rate max"                            "$(val "$TR" max_ms)" "ms" "" "" - ""
+row "heap uploads, $HEAP_MB MB"                 "$(val "$HB" mbps)" "MB/s" "seq write+fsync" "$SEQM" ge \
+    "$(awk -v s="$SEQM" 'BEGIN { printf "%.1f", s / 2 }')"
+row "leakd PSS, idle"                           "$(kb2mb "$(val "$IDLE" pss0_kb)")" "MB" "" "" lt 64
+row "PostgreSQL PSS, idle"                      "$(kb2mb "$(val "$IDLE" pss1_kb)")" "MB" "" "" - ""
+row "leakd PSS max, traces run"                 "$(kb2mb "$(val "$TA" pss0_max_kb)")" "MB" "idle" "$(kb2mb "$(val "$IDLE" pss0_kb)")" - ""
+FIRST=${GROW[0]}
+BASEG=$(kb2mb "$(val "${GROWN[$FIRST]}" pss0_max_kb)")
+for mb in "${GROW[@]}"; do
+    if [[ $mb == "$FIRST" ]]; then
+        row "leakd PSS max, heap bodies of $mb MB" "$BASEG" "MB" "" "" - ""
+    else
+        row "leakd PSS max, heap bodies of $mb MB" "$(kb2mb "$(val "${GROWN[$mb]}" pss0_max_kb)")" "MB" \
+            "$FIRST MB bodies" "$BASEG" le "$(awk -v b="$BASEG" 'BEGIN { printf "%.1f", b + 16 }')"
+    fi
+done
+PEAK=0
+for r in "$TA" "$T1" "$TR" "$HB" "${GROWN[@]}"; do
+    p=$(val "$r" pss_sum_max_kb); [[ -n $p ]] && (( p > PEAK )) && PEAK=$p
+done
+row "leakd + PostgreSQL PSS, peak"              "$(kb2mb "$PEAK")" "MB" "" "" le 512
+
+echo
+echo "leakd load benchmark — $(nproc) cores, PostgreSQL $PG_MODE, $CONNS connections, db pool $DB_POOL$([[ $SMOKE == 1 ]] && echo ', SMOKE (figures meaningless)')"
+awk -F'|' '
+function num(x) { return x + 0 }
+BEGIN { printf "%-46s %12s  %-28s %7s  %-12s %s\n", "figure", "value", "baseline", "ratio", "target", "";
+        printf "%-46s %12s  %-28s %7s  %-12s %s\n", "------", "-----", "--------", "-----", "------", "" }
+{
+    v = sprintf("%.1f %s", num($2), $3)
+    b = $5 == "" ? "" : sprintf("%.1f %s", num($5), $4)
+    ratio = ($5 != "" && num($5) > 0) ? sprintf("%.2f", num($2) / num($5)) : ""
+    t = ""; verdict = ""
+    if ($6 == "ge") { t = ">= " $7; verdict = num($2) >= num($7) ? "OK" : "OVER" }
+    if ($6 == "lt") { t = "< " $7;  verdict = num($2) <  num($7) ? "OK" : "OVER" }
+    if ($6 == "le") { t = "<= " $7; verdict = num($2) <= num($7) ? "OK" : "OVER" }
+    printf "%-46s %12s  %-28s %7s  %-12s %s\n", $1, v, b, ratio, t, verdict
+}' "$ROWS"
+echo
+echo "requests: traces $(val "$TA" requests)+$(val "$T1" requests)+$(val "$TR" requests), heap $(val "$HB" requests)," \
+     "non-2xx or failed: $([[ $FAILED == 0 ]] && echo none || echo SOME - see above); leakd log: $WARNS warn/error line(s)"
+[[ $FAILED == 0 ]] || exit 1
+exit 0
