@@ -367,10 +367,12 @@ void ld_api_dispatch(ld_req *r) {
     int n = split_path(r->url, seg, 6);
     int get = strcmp(r->method, "GET") == 0 || strcmp(r->method, "HEAD") == 0;
     if (n == 1 && strcmp(seg[0], "healthz") == 0 && get) {
+        r->route = LD_ROUTE_HEALTHZ;
         ld_respond_json(r, 200, json_pack("{s:s}", "status", "ok"));
         return;
     }
     if (n == 1 && strcmp(seg[0], "readyz") == 0 && get) {
+        r->route = LD_ROUTE_READYZ;
         ld_db *db = ld_pool_get(r->srv->pool, 2000);
         PGresult *res = NULL;
         ld_status st = db ? ld_db_exec(db, &res, "SELECT 1", 0, NULL) : LD_ERR_UNAVAILABLE;
@@ -395,6 +397,7 @@ void ld_api_dispatch(ld_req *r) {
     if (ld_req_auth(r) != 0) return;
     /* GET /v1/reports/{id} */
     if (n == 3 && strcmp(seg[1], "reports") == 0 && get) {
+        r->route = LD_ROUTE_REPORT;
         if (r->who.kind == LD_KEY_ADMIN) {
             ld_respond_error(r, 400, "bad_request", "use an app's read key to read its reports");
             return;
@@ -429,8 +432,10 @@ void ld_api_dispatch(ld_req *r) {
         return;
     }
     if (n == 4 && strcmp(seg[3], "leaks") == 0 && get) {
+        r->route = LD_ROUTE_LEAKS;
         list_groups(r, db, app_id, NULL, 0);
     } else if (n == 5 && strcmp(seg[3], "leaks") == 0 && is_signature(seg[4])) {
+        r->route = get ? LD_ROUTE_LEAK : LD_ROUTE_LEAK_PATCH;
         if (get) get_group(r, db, app_id, seg[4]);
         else {
             patch_state *ps = calloc(1, sizeof *ps);
@@ -443,6 +448,7 @@ void ld_api_dispatch(ld_req *r) {
             }
         }
     } else if (n == 6 && strcmp(seg[3], "versions") == 0 && strcmp(seg[5], "leaks") == 0 && get) {
+        r->route = LD_ROUTE_VERSION_LEAKS;
         const char *nw = arg(r, "new");
         list_groups(r, db, app_id, seg[4], nw && (strcmp(nw, "true") == 0 || strcmp(nw, "1") == 0));
     } else if (n == 5 && strcmp(seg[3], "leaks") == 0) {
@@ -458,9 +464,7 @@ char *ld_metrics_render(ld_server *s) {
     size_t len = 0;
     FILE *f = open_memstream(&buf, &len);
     ld_metrics *m = &s->metrics;
-    fprintf(f, "# HELP leakd_http_requests_total HTTP requests answered, by status class.\n# TYPE leakd_http_requests_total counter\n");
-    for (int c = 1; c <= 5; c++)
-        fprintf(f, "leakd_http_requests_total{code=\"%dxx\"} %llu\n", c, (unsigned long long)atomic_load(&m->requests[c]));
+    ld_metrics_write(f, m);
     fprintf(f, "# HELP leakd_reports_received_total Uploads, by outcome.\n# TYPE leakd_reports_received_total counter\n");
     fprintf(f, "leakd_reports_received_total{outcome=\"accepted\"} %llu\n", (unsigned long long)atomic_load(&m->reports_accepted));
     fprintf(f, "leakd_reports_received_total{outcome=\"repeated\"} %llu\n", (unsigned long long)atomic_load(&m->reports_repeated));

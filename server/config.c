@@ -54,6 +54,7 @@ static const setting settings[] = {
     S("LEAKD_TLS_CERT", "--tls-cert", tls_cert, "", "PEM certificate: serve HTTPS"),
     S("LEAKD_TLS_KEY", "--tls-key", tls_key, "", "PEM private key for --tls-cert"),
     S("LEAKD_LOG_LEVEL", "--log-level", log_level, "info", "debug, info, warn or error"),
+    S("LEAKD_LOG_FORMAT", "--log-format", log_format, "text", "text, or json for one JSON object a line"),
 };
 
 const char ld_config_help[] =
@@ -84,7 +85,8 @@ const char ld_config_help[] =
     "  --cors-origins LIST         LEAKD_CORS_ORIGINS           browser origins allowed (none)\n"
     "  --tls-cert FILE             LEAKD_TLS_CERT               serve HTTPS with this certificate\n"
     "  --tls-key FILE              LEAKD_TLS_KEY                and this key\n"
-    "  --log-level LEVEL           LEAKD_LOG_LEVEL              debug, info, warn, error (info)\n";
+    "  --log-level LEVEL           LEAKD_LOG_LEVEL              debug, info, warn, error (info)\n"
+    "  --log-format text|json      LEAKD_LOG_FORMAT             plain lines or JSON lines (text)\n";
 
 static int set_value(ld_config *c, const setting *s, const char *v, const char *from, char *err, size_t cap) {
     char *field = (char *)c + s->off;
@@ -182,6 +184,10 @@ int ld_config_load(ld_config *c, int *argc, char **argv, char *err, size_t cap) 
             }
         }
         if (!c->migrations_dir[0]) snprintf(c->migrations_dir, sizeof c->migrations_dir, "/usr/share/leakd/migrations");
+    }
+    if (strcmp(c->log_format, "text") != 0 && strcmp(c->log_format, "json") != 0) {
+        snprintf(err, cap, "LEAKD_LOG_FORMAT must be text or json, not \"%s\"", c->log_format);
+        return -1;
     }
     if (!!c->tls_cert[0] != !!c->tls_key[0]) {
         snprintf(err, cap, "LEAKD_TLS_CERT and LEAKD_TLS_KEY go together");

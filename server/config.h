@@ -34,6 +34,7 @@ typedef struct ld_config {
     char tls_cert[1024];          /* LEAKD_TLS_CERT */
     char tls_key[1024];           /* LEAKD_TLS_KEY */
     char log_level[16];           /* LEAKD_LOG_LEVEL: debug, info, warn, error; default info */
+    char log_format[16];          /* LEAKD_LOG_FORMAT: text or json (one JSON object a line); default text */
 } ld_config;
 
 /* Fills `c` from defaults and the environment, then consumes the flags it knows from

@@ -11,6 +11,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "log.h"
 #include "server.h"
@@ -57,8 +58,9 @@ void ld_respond_error(ld_req *r, unsigned status, const char *code, const char *
     va_end(ap);
     ld_respond_json(r, status, json_pack("{s:{s:s,s:s}}", "error", "code", code, "message", msg));
     if (status == 503) atomic_fetch_add(&r->srv->metrics.unavailable, 1);
-    if (status >= 500) ld_warn("%s %s -> %u %s: %s", r->method, r->url, status, code, msg);
-    else ld_info("%s %s -> %u %s: %s", r->method, r->url, status, code, msg);
+    /* Said once, in the request's log line. */
+    snprintf(r->error_code, sizeof r->error_code, "%.31s", code);
+    snprintf(r->error_msg, sizeof r->error_msg, "%.299s", msg);
 }
 
 void ld_respond_retry_after(ld_req *r, int seconds) {
@@ -117,9 +119,9 @@ static enum MHD_Result queue(ld_req *r) {
         MHD_add_response_header(r->resp, "Access-Control-Allow-Origin", r->origin);
         MHD_add_response_header(r->resp, "Vary", "Origin");
     }
-    unsigned cls = r->status / 100;
-    if (cls >= 1 && cls <= 5) atomic_fetch_add(&r->srv->metrics.requests[cls], 1);
-    if (cls == 4 && strcmp(r->url, "/v1/reports") == 0) atomic_fetch_add(&r->srv->metrics.reports_refused, 1);
+    MHD_add_response_header(r->resp, "X-Request-Id", r->id);
+    ld_metrics_request(&r->srv->metrics, r->route, r->status, mono() - r->started);
+    if (r->status / 100 == 4 && r->route == LD_ROUTE_UPLOAD) atomic_fetch_add(&r->srv->metrics.reports_refused, 1);
     enum MHD_Result ok = MHD_queue_response(r->conn, r->status, r->resp);
     MHD_destroy_response(r->resp);
     r->resp = NULL;
@@ -127,7 +129,9 @@ static enum MHD_Result queue(ld_req *r) {
 }
 
 static void route(ld_req *r) {
+    r->route = LD_ROUTE_OTHER;
     if (strcmp(r->method, "OPTIONS") == 0) {
+        r->route = LD_ROUTE_OPTIONS;
         ld_respond_empty(r, r->origin[0] ? 204 : 403);
         if (r->origin[0]) {
             MHD_add_response_header(r->resp, "Access-Control-Allow-Methods", "GET, PATCH, POST, OPTIONS");
@@ -137,6 +141,7 @@ static void route(ld_req *r) {
         return;
     }
     if (strcmp(r->url, "/v1/reports") == 0) {
+        r->route = LD_ROUTE_UPLOAD;
         if (strcmp(r->method, "POST") != 0) {
             ld_respond_error(r, 405, "method_not_allowed", "use POST to upload a report");
             MHD_add_response_header(r->resp, "Allow", "POST");
@@ -161,6 +166,11 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         r->method = method;
         r->url = url;
         r->started = mono();
+        /* A request id in the log line and the X-Request-Id answer: instance + counter. */
+        static atomic_ullong counter;
+        static unsigned instance;
+        if (!instance) instance = (unsigned)(getpid() ^ (unsigned)time(NULL) * 2654435761u) | 1u;
+        snprintf(r->id, sizeof r->id, "%08x%08llx", instance, (unsigned long long)atomic_fetch_add(&counter, 1));
         *req_cls = r;
         cors_origin(r);
         route(r);
@@ -195,8 +205,18 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **req_cls,
     (void)conn;
     ld_req *r = *req_cls;
     if (!r) return;
+    /* One line per request. */
+    double ms = (mono() - r->started) * 1e3;
+    char who[96] = "-";
+    if (r->who.key_id) snprintf(who, sizeof who, "key=%lld app=%s", (long long)r->who.key_id, r->who.app_slug[0] ? r->who.app_slug : "*");
     if (toe != MHD_REQUEST_TERMINATED_COMPLETED_OK)
-        ld_info("%s %s: connection ended before completion (code %d)", r->method, r->url, (int)toe);
+        ld_warn("req=%s %s %s %u %.1fms in=%llu %s: connection ended before the answer was sent (code %d)", r->id, r->method,
+                r->url, r->status, ms, (unsigned long long)r->body_bytes, who, (int)toe);
+    else if (r->error_code[0])
+        ld_log(r->status >= 500 ? LD_WARN : LD_INFO, "req=%s %s %s %u %.1fms in=%llu %s %s: %s", r->id, r->method, r->url,
+               r->status, ms, (unsigned long long)r->body_bytes, who, r->error_code, r->error_msg);
+    else
+        ld_info("req=%s %s %s %u %.1fms in=%llu %s", r->id, r->method, r->url, r->status, ms, (unsigned long long)r->body_bytes, who);
     if (r->body && r->body->cleanup) r->body->cleanup(r);
     if (r->resp) MHD_destroy_response(r->resp);
     free(r);

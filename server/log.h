@@ -5,7 +5,8 @@
 
 typedef enum { LD_DEBUG = 0, LD_INFO = 1, LD_WARN = 2, LD_ERROR = 3 } ld_log_level;
 
-void ld_log_init(const char *role, const char *level);   /* role: "serve", "worker", ... */
+/* role: "serve", "worker", ...; level: debug|info|warn|error; format: text|json. */
+void ld_log_init(const char *role, const char *level, const char *format);
 void ld_log(ld_log_level level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 #define ld_debug(...) ld_log(LD_DEBUG, __VA_ARGS__)

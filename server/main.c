@@ -181,6 +181,7 @@ static int serve(ld_server *s) {
     pthread_sigmask(SIG_BLOCK, &sigs, NULL);
     signal(SIGPIPE, SIG_IGN);
     ld_config_export(c);
+    if (ld_metrics_init(&s->metrics) != 0) ld_warn("no shared memory for the workers' metrics: analysis counters are off");
     worker_slot *workers = calloc((size_t)c->workers, sizeof *workers);
     for (int i = 0; i < c->workers; i++) {
         workers[i].pid = spawn_worker();
@@ -225,7 +226,10 @@ static int serve(ld_server *s) {
             if (workers[i].pid == 0 && mono() >= workers[i].started) {
                 workers[i].pid = spawn_worker();
                 workers[i].started = mono();
-                if (workers[i].pid > 0) atomic_fetch_add(&s->metrics.workers_alive, 1);
+                if (workers[i].pid > 0) {
+                    atomic_fetch_add(&s->metrics.workers_alive, 1);
+                    atomic_fetch_add(&s->metrics.worker_restarts, 1);
+                }
             }
         if (mono() - last_keys >= 10) {
             last_keys = mono();
@@ -292,13 +296,13 @@ int main(int argc, char **argv) {
             fprintf(stderr, "leakd serve: unexpected argument %s\n\n%s", argv[2], usage);
             return 2;
         }
-        ld_log_init("serve", server.cfg.log_level);
+        ld_log_init("serve", server.cfg.log_level, server.cfg.log_format);
         return serve(&server);
     }
     if (strcmp(cmd, "worker") == 0) {
-        ld_log_init("worker", server.cfg.log_level);
+        ld_log_init("worker", server.cfg.log_level, server.cfg.log_format);
         return ld_worker_main(&server.cfg);
     }
-    ld_log_init(cmd, server.cfg.log_level);
+    ld_log_init(cmd, server.cfg.log_level, server.cfg.log_format);
     return ld_admin_main(server.cfg.database_url, server.cfg.migrations_dir, argc - 1, argv + 1, stdout, stderr);
 }

@@ -7,21 +7,14 @@
 #include <microhttpd.h>
 #include <stdatomic.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "auth.h"
 #include "config.h"
+#include "metrics.h"
 #include "pool.h"
 #include "quota.h"
 
-typedef struct ld_metrics {
-    atomic_ullong requests[6];      /* by status class: 1xx..5xx, index 1..5 */
-    atomic_ullong reports_accepted; /* 202 */
-    atomic_ullong reports_repeated; /* 200 for a known report_id */
-    atomic_ullong reports_refused;  /* 4xx on POST /v1/reports */
-    atomic_ullong upload_bytes;     /* body bytes of accepted uploads */
-    atomic_ullong unavailable;      /* 503 answers */
-    atomic_int workers_alive;
-} ld_metrics;
 
 typedef struct ld_server {
     ld_config cfg;
@@ -56,6 +49,10 @@ struct ld_req {
     uint64_t body_bytes;
     double started;                 /* monotonic seconds */
     char origin[256];               /* CORS: an allowed Origin, or "" */
+    ld_route route;                 /* for metrics and the request's log line */
+    char id[24];                    /* request id, sent back as X-Request-Id */
+    char error_code[32];            /* the error answered, for the log line */
+    char error_msg[300];
 };
 
 /* Prepares the response (replacing one prepared before). The JSON body is stolen. */
@@ -81,5 +78,6 @@ void ld_http_stop(ld_server *s);
 
 /* Prometheus text of the counters plus database gauges. */
 char *ld_metrics_render(ld_server *s);
+void ld_metrics_write(FILE *f, ld_metrics *m);
 
 #endif

@@ -26,10 +26,12 @@
 #include "db.h"
 #include "leakcore.h"
 #include "log.h"
+#include "metrics.h"
 #include "queue.h"
 #include "reports.h"
 
 static volatile sig_atomic_t stopping;
+static ld_worker_metrics *metrics; /* shared with the supervisor's /metrics; NULL when absent */
 
 static void on_stop(int sig) {
     (void)sig;
@@ -150,6 +152,7 @@ static void sanitize(char *msg) {
 
 static void fail_job(ld_db *db, ld_job *job, const char *owner, char *msg, int permanent, int max_attempts) {
     sanitize(msg);
+    ld_metrics_analysis(metrics, permanent || job->attempts >= max_attempts ? LD_ANALYSIS_FAILED : LD_ANALYSIS_RETRIED, 0);
     ld_status st = ld_job_fail(db, job, owner, msg, permanent, max_attempts);
     if (st != LD_OK)
         ld_error("report %s: cannot record its failure (%s: %s); its lease will expire and it will be retried",
@@ -252,6 +255,7 @@ static void run_job(const ld_config *cfg, ld_db *db, const char *owner, ld_job *
     } else if (stopped) {
         ld_info("report %s: analysis stopped by shutdown; giving it back without using an attempt", job->report_id);
         ld_job_release(db, job, owner, 1);
+        ld_metrics_analysis(metrics, LD_ANALYSIS_RELEASED, secs);
     } else if (timed_out) {
         snprintf(msg, sizeof msg, "analysis timed out after %d s", cfg->analysis_timeout_s);
         ld_warn("report %s: %s (attempt %d of %d)", job->report_id, msg, job->attempts, cfg->max_attempts);
@@ -280,8 +284,10 @@ static void run_job(const ld_config *cfg, ld_db *db, const char *owner, ld_job *
             fail_job(db, job, owner, msg, 0, cfg->max_attempts);
         } else {
             ld_status st = ld_job_complete(db, job, owner, rep);
-            if (st == LD_OK)
+            if (st == LD_OK) {
                 ld_info("report %s of %s: %zu leak group(s) in %.2f s", job->report_id, job->app_slug, rep->leak_count, secs);
+                ld_metrics_analysis(metrics, LD_ANALYSIS_DONE, secs);
+            }
             if (st == LD_OK && !cfg->keep_blobs) {
                 /* Analyzed: the dump is not needed any more (LEAKD_KEEP_BLOBS=1 keeps it). */
                 if (unlink(blob) != 0 && errno != ENOENT) ld_warn("report %s: cannot delete %s: %s", job->report_id, blob, strerror(errno));
@@ -309,6 +315,7 @@ int ld_worker_main(const ld_config *cfg) {
     if (getppid() == 1) stopping = 1;
     char owner[200];
     ld_worker_owner(getpid(), owner, sizeof owner);
+    metrics = ld_worker_metrics_attach();
     ld_db *db = NULL;
     unsigned backoff = 1;
     while (!stopping) {

@@ -157,6 +157,10 @@ class JvmApp:
         return rc
 
     def kill9(self):
+        try:
+            self.proc.stdin.close()
+        except OSError:
+            pass
         self.proc.send_signal(signal.SIGKILL)
         self.proc.wait(timeout=30)
         self.reader.join(10)
@@ -251,7 +255,8 @@ class ScreensEndToEnd(unittest.TestCase):
         if why:
             raise unittest.SkipTest(why)
         cls.db = H.migrated_database()
-        cls.server = H.Leakd(cls.db, workers=1)
+        # keep_blobs: the test reads the uploaded (trimmed, compressed) dump after its analysis
+        cls.server = H.Leakd(cls.db, workers=1, keep_blobs=1)
         cls.server.start()
         cls.http = H.Client(cls.server.port, H.OpenAPI())
         cls.slugs = 0
@@ -334,7 +339,7 @@ class ScreensEndToEnd(unittest.TestCase):
         self.assertEqual(len(result["leaks"]), 1, result)
         self.assertEqual(result["leaks"][0]["count"], len(leaked))
         seen = [self.check_trace(t, leaked) for t in result["leaks"][0]["traces"]]
-        self.assertFalse(set(seen) & set(released))
+        self.assertEqual(sorted(seen), sorted(leaked), "one trace per leaked screen")
         self.assertNotIn(released[0], json.dumps(result)) if released else None
         # the group list: one group, leaked_objects = K, from this one report
         groups = self.http.get("/v1/apps/%s/leaks" % app.slug, key=app.read).json["leaks"]
@@ -383,9 +388,18 @@ class ScreensEndToEnd(unittest.TestCase):
         description = HOOK + " was called" if watch == "hook" else "e2etest.Screen destroyed"
         self.check_one_leak(app, rid, mode, leaked, a.keys("released"), description)
         if mode == "heap":
+            # what left the device: the trimmed dump, zstd; leakscan finds the K leaked screens in it
             blob = H.psql(self.db, "SELECT blob_path FROM reports WHERE id = '%s'" % rid)[0][0]
-            with open(os.path.join(self.server.data_dir, blob), "rb") as f:
+            self.assertIsNotNone(blob)
+            path = os.path.join(self.server.data_dir, blob)
+            with open(path, "rb") as f:
                 self.assertEqual(f.read(4), b"\x28\xb5\x2f\xfd")
+            r = subprocess.run([H.LEAKSCAN_BIN, "analyze", path, "--json", "--quiet"], capture_output=True, text=True,
+                               timeout=120)
+            self.assertEqual(r.returncode, 1, r.stderr)
+            doc = json.loads(r.stdout)
+            self.assertEqual([(l["signature"], l["count"]) for l in doc["leaks"]], [(SIGNATURE, K)])
+            self.assertEqual(sorted(self.check_trace(t, leaked) for t in doc["leaks"][0]["traces"]), sorted(leaked))
         else:
             self.assertIsNone(H.psql(self.db, "SELECT blob_path FROM reports WHERE id = '%s'" % rid)[0][0])
 
@@ -404,15 +418,16 @@ class ScreensEndToEnd(unittest.TestCase):
     # ---- offline: leakd stopped -> spool -> leakd started -> exactly once -----------------------
 
     def offline_server(self):
-        """A leakd of its own (same database) that the test stops and starts again."""
-        srv = H.Leakd(self.db, workers=1)
-        srv.start()
-        self.addCleanup(srv.cleanup)
+        """The class's leakd, stopped; started again (same port, data dir and database) by the
+        test. (A second leakd on the same database would race this one's worker for the jobs
+        without having their blobs.)"""
+        srv = self.server
+        self.addCleanup(lambda: srv.proc.poll() is None or srv.start())
+        srv.stop()
         return srv
 
     def test_5_offline_same_process_retries(self):
         srv = self.offline_server()
-        srv.stop()
         app, spool = self.new_app("offline-a"), self.new_spool()
         script = "round:6:2,sleep:{s},dump,gate,round:6:1,sleep:{s},dump,gate,gate".format(s=SETTLE_MS)
         a = self.start_app(spool, app, "http://127.0.0.1:%d" % srv.port, "heap", "explicit", script)
@@ -443,7 +458,6 @@ class ScreensEndToEnd(unittest.TestCase):
 
     def test_6_offline_next_start_sends_it(self):
         srv = self.offline_server()
-        srv.stop()
         app, spool = self.new_app("offline-b"), self.new_spool()
         url = "http://127.0.0.1:%d" % srv.port
         a = self.start_app(spool, app, url, "heap", "hook", "round:6:2,sleep:%d,dump,gate" % SETTLE_MS)

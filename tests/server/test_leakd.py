@@ -708,8 +708,16 @@ class T02_Ingest(ServerCase):
         self.assertEqual(d('leakd_reports_received_total{outcome="accepted"}'), 1)
         self.assertEqual(d('leakd_reports_received_total{outcome="repeated"}'), 1)
         self.assertEqual(d('leakd_reports_received_total{outcome="refused"}'), 1)
-        self.assertEqual(d('leakd_http_requests_total{code="4xx"}'), 2)
-        self.assertGreaterEqual(d('leakd_http_requests_total{code="2xx"}'), 2)
+        self.assertEqual(d('leakd_http_requests_total{route="upload",code="4xx"}'), 1)
+        self.assertEqual(d('leakd_http_requests_total{route="other",code="4xx"}'), 1)
+        self.assertGreaterEqual(d('leakd_http_requests_total{route="upload",code="2xx"}'), 2)
+        # every upload answered is in the route's duration histogram
+        self.assertEqual(d('leakd_http_request_duration_seconds_count{route="upload"}'), 3)
+        self.assertEqual(after['leakd_http_request_duration_seconds_bucket{route="upload",le="+Inf"}'],
+                         after['leakd_http_request_duration_seconds_count{route="upload"}'])
+        self.assertEqual(after["leakd_worker_restarts_total"], 0)
+        self.assertIn('leakd_analyses_total{outcome="done"}', after)
+        self.assertIn("leakd_analysis_duration_seconds_count", after)
         self.assertGreater(d("leakd_upload_bytes_total"), len(json.dumps(doc)))
         self.assertEqual(after['leakd_reports{status="done"}'],
                          float(one(self.db, "SELECT count(*) FROM reports WHERE status = 'done'")))
@@ -1062,7 +1070,9 @@ class T07_WorkerLifecycle(ServerCase):
         self.assertEqual(attempts2, "2")
         self.assertIn("worker %d died of signal 9" % worker, self.server.log())
         self.assertEqual(self.http.get("/v1/reports/" + rid, key=app.read).json["leaks_found"], 1)
-        self.assertEqual(self.server.metrics()["leakd_workers_alive"], 2)
+        m = self.server.metrics()
+        self.assertEqual(m["leakd_workers_alive"], 2)
+        self.assertGreaterEqual(m["leakd_worker_restarts_total"], 1)
 
     def test_sigterm_during_analysis_gives_the_report_back(self):
         # a leakd of its own: this test stops it

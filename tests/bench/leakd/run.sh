@@ -15,7 +15,7 @@
 #                 (pg_cluster.sh's fsync=off settings)
 #   CONNS         client connections of the closed-loop runs (16); DB_POOL leakd's pool (16)
 #   SECONDS_A     seconds of each traces run (10)
-#   LEAKD_LOAD    the load generator (default BUILD_DIR/tests/bench/leakd/leakd_load)
+#   LEAKD_LOAD    the load generator (default BUILD_DIR/tests/bench/leakd_load)
 # Exit status: 0 when every request got a 2xx (speed and memory never fail it: they are OK or
 # OVER), 1 when a request failed, 2 on usage or setup errors, 77 when PostgreSQL is missing.
 set -euo pipefail
@@ -24,7 +24,7 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 REPO=$(cd "$HERE/../../.." && pwd)
 BUILD_DIR=$(cd "${1:-$REPO/build}" 2>/dev/null && pwd) || { echo "run.sh: no build dir ${1:-build}" >&2; exit 2; }
 LEAKD=$BUILD_DIR/server/leakd
-LOAD=${LEAKD_LOAD:-$BUILD_DIR/tests/bench/leakd/leakd_load}
+LOAD=${LEAKD_LOAD:-$BUILD_DIR/tests/bench/leakd_load}
 PG_CLUSTER=$REPO/tests/server/pg_cluster.sh
 SMOKE=${SMOKE:-0}
 PG_MODE=${PG_MODE:-durable}
@@ -126,7 +126,7 @@ if [[ $SMOKE == 1 ]]; then
     HEAP_MB=1 HEAP_N=2 GROW=(1 2 4) GROW_N=2
 else
     FSYNC_S=2 SEQ_MB=256 PGB_T=5 HZ=(--seconds 3) SIGS=1000 WARM=1000 RUN_A=(--seconds "$SECONDS_A") RATE_S=$SECONDS_A
-    HEAP_MB=50 HEAP_N=8 GROW=(10 50 200) GROW_N=0 # 0: counts below
+    HEAP_MB=50 HEAP_N=16 GROW=(10 50 200) GROW_N=0 # 0: counts below
 fi
 
 # ---- baselines -------------------------------------------------------------------------------
@@ -170,7 +170,7 @@ HB=$(load heap --server "$SERVER" --key "$KEY" --app bench --mb "$HEAP_MB" --con
 declare -A GROWN
 for mb in "${GROW[@]}"; do
     n=$GROW_N
-    if [[ $n == 0 ]]; then n=$(( mb >= 200 ? 3 : mb >= 50 ? 4 : 10 )); fi
+    if [[ $n == 0 ]]; then n=$(( mb >= 200 ? 4 : mb >= 50 ? 8 : 20 )); fi
     say "(c) heap uploads of $mb MB x $n, 2 connections: leakd's PSS"
     GROWN[$mb]=$(load heap --server "$SERVER" --key "$KEY" --app bench --mb "$mb" --conns 2 --count "$n" \
         --pss-pid "$LEAKD_PID" --pss-pid "$PG_PID")

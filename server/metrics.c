@@ -1,0 +1,118 @@
+/* metrics.c — counters and fixed-bucket histograms, rendered as Prometheus text. */
+#define _GNU_SOURCE
+#include "metrics.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+static const double http_bounds[LD_HTTP_BUCKETS - 1] = {0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10};
+static const double analysis_bounds[LD_ANALYSIS_BUCKETS - 1] = {0.5, 1, 2.5, 5, 10, 30, 60, 120, 600};
+
+const char *ld_route_name(ld_route r) {
+    static const char *const names[LD_ROUTE_COUNT] = {"upload", "report", "leaks", "leak", "leak_patch", "version_leaks",
+                                                      "healthz", "readyz", "options", "other"};
+    return r < LD_ROUTE_COUNT ? names[r] : "other";
+}
+
+int ld_metrics_init(ld_metrics *m) {
+    m->workers_fd = -1;
+    int fd = memfd_create("leakd-metrics", 0); /* no CLOEXEC: the workers inherit it */
+    if (fd < 0 || ftruncate(fd, sizeof(ld_worker_metrics)) != 0) {
+        if (fd >= 0) close(fd);
+        return -1;
+    }
+    void *p = mmap(NULL, sizeof(ld_worker_metrics), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (p == MAP_FAILED) {
+        close(fd);
+        return -1;
+    }
+    m->workers = p;
+    m->workers_fd = fd;
+    char v[16];
+    snprintf(v, sizeof v, "%d", fd);
+    setenv("LEAKD_METRICS_FD", v, 1);
+    return 0;
+}
+
+ld_worker_metrics *ld_worker_metrics_attach(void) {
+    const char *v = getenv("LEAKD_METRICS_FD");
+    if (!v) return NULL;
+    int fd = atoi(v);
+    void *p = mmap(NULL, sizeof(ld_worker_metrics), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    close(fd);
+    return p == MAP_FAILED ? NULL : p;
+}
+
+void ld_metrics_request(ld_metrics *m, ld_route route, unsigned status, double seconds) {
+    if (route >= LD_ROUTE_COUNT) route = LD_ROUTE_OTHER;
+    unsigned cls = status / 100;
+    if (cls >= 1 && cls <= 5) atomic_fetch_add(&m->requests[route][cls], 1);
+    int b = 0;
+    while (b < LD_HTTP_BUCKETS - 1 && seconds > http_bounds[b]) b++;
+    atomic_fetch_add(&m->duration_bucket[route][b], 1);
+    atomic_fetch_add(&m->duration_us_sum[route], (unsigned long long)(seconds * 1e6));
+}
+
+void ld_metrics_analysis(ld_worker_metrics *w, ld_analysis_outcome outcome, double seconds) {
+    if (!w) return;
+    atomic_fetch_add(&w->analyses[outcome], 1);
+    if (outcome != LD_ANALYSIS_DONE) return;
+    int b = 0;
+    while (b < LD_ANALYSIS_BUCKETS - 1 && seconds > analysis_bounds[b]) b++;
+    atomic_fetch_add(&w->analysis_bucket[b], 1);
+    atomic_fetch_add(&w->analysis_ms_sum, (unsigned long long)(seconds * 1e3));
+}
+
+/* Appends the metrics of this module to `f`. */
+void ld_metrics_write(FILE *f, ld_metrics *m);
+void ld_metrics_write(FILE *f, ld_metrics *m) {
+    fprintf(f, "# HELP leakd_http_requests_total HTTP requests answered, by route and status class.\n"
+               "# TYPE leakd_http_requests_total counter\n");
+    for (int r = 0; r < LD_ROUTE_COUNT; r++)
+        for (int c = 1; c <= 5; c++) {
+            unsigned long long v = atomic_load(&m->requests[r][c]);
+            if (v) fprintf(f, "leakd_http_requests_total{route=\"%s\",code=\"%dxx\"} %llu\n", ld_route_name((ld_route)r), c, v);
+        }
+    fprintf(f, "# HELP leakd_http_request_duration_seconds Time from the request's first byte to its answer.\n"
+               "# TYPE leakd_http_request_duration_seconds histogram\n");
+    for (int r = 0; r < LD_ROUTE_COUNT; r++) {
+        unsigned long long cum = 0, total = 0;
+        for (int b = 0; b < LD_HTTP_BUCKETS; b++) total += atomic_load(&m->duration_bucket[r][b]);
+        if (!total) continue;
+        const char *rn = ld_route_name((ld_route)r);
+        for (int b = 0; b < LD_HTTP_BUCKETS; b++) {
+            cum += atomic_load(&m->duration_bucket[r][b]);
+            if (b < LD_HTTP_BUCKETS - 1)
+                fprintf(f, "leakd_http_request_duration_seconds_bucket{route=\"%s\",le=\"%g\"} %llu\n", rn, http_bounds[b], cum);
+            else
+                fprintf(f, "leakd_http_request_duration_seconds_bucket{route=\"%s\",le=\"+Inf\"} %llu\n", rn, cum);
+        }
+        fprintf(f, "leakd_http_request_duration_seconds_sum{route=\"%s\"} %.6f\n", rn,
+                (double)atomic_load(&m->duration_us_sum[r]) / 1e6);
+        fprintf(f, "leakd_http_request_duration_seconds_count{route=\"%s\"} %llu\n", rn, total);
+    }
+    fprintf(f, "# HELP leakd_worker_restarts_total Analysis workers that died and were started again.\n"
+               "# TYPE leakd_worker_restarts_total counter\nleakd_worker_restarts_total %llu\n",
+            (unsigned long long)atomic_load(&m->worker_restarts));
+    ld_worker_metrics *w = m->workers;
+    if (!w) return;
+    static const char *const outcomes[4] = {"done", "failed", "retried", "released"};
+    fprintf(f, "# HELP leakd_analyses_total Analyses finished by the workers, by outcome.\n# TYPE leakd_analyses_total counter\n");
+    for (int o = 0; o < 4; o++)
+        fprintf(f, "leakd_analyses_total{outcome=\"%s\"} %llu\n", outcomes[o], (unsigned long long)atomic_load(&w->analyses[o]));
+    fprintf(f, "# HELP leakd_analysis_duration_seconds Successful analyses, from claim to result.\n"
+               "# TYPE leakd_analysis_duration_seconds histogram\n");
+    unsigned long long cum = 0;
+    for (int b = 0; b < LD_ANALYSIS_BUCKETS; b++) {
+        cum += atomic_load(&w->analysis_bucket[b]);
+        if (b < LD_ANALYSIS_BUCKETS - 1)
+            fprintf(f, "leakd_analysis_duration_seconds_bucket{le=\"%g\"} %llu\n", analysis_bounds[b], cum);
+        else
+            fprintf(f, "leakd_analysis_duration_seconds_bucket{le=\"+Inf\"} %llu\n", cum);
+    }
+    fprintf(f, "leakd_analysis_duration_seconds_sum %.3f\nleakd_analysis_duration_seconds_count %llu\n",
+            (double)atomic_load(&w->analysis_ms_sum) / 1e3, cum);
+}

@@ -1,0 +1,466 @@
+/* gen_sdk_heap.c — writes a HotSpot-like synthetic heap dump whose primitive arrays hold
+ * pseudo-random bytes (bitmaps, network and decode buffers), for the SDK benchmark: the
+ * trimmer zeroes those arrays, plain zstd cannot compress them.
+ *
+ * gen_sdk_heap OUT.hprof [--mb N] [--seed S] [--random-fraction F]
+ *
+ *   --mb N               file size to aim at, in MB (default 1024)
+ *   --seed S             structure and contents (default 1): same (N, S, F, version) = same bytes
+ *   --random-fraction F  share of the file held by random-content primitive arrays (default 0.6)
+ *
+ * The heap: "screens" (an ArrayList of View objects; each View has a parent, a sibling, a
+ * label String with a LATIN1 byte[] of text, four ints, and sometimes a random byte[] bitmap
+ * (1 KB..512 KB, log-uniform) or a random int[] pixel buffer), held by a static Object[] in
+ * bench.Cache; now and then a big random byte[] (1..8 MB) in bench.Buffers. The controller
+ * adds random arrays whenever their share of the bytes written falls below F.
+ *
+ * One leak, as Leakwatch's JVM agent leaves it in a dump: bench.LeakRegistry.listeners ->
+ * java.util.ArrayList.elementData -> java.lang.Object[] [1] -> bench.Screen$Listener.this$0 ->
+ * bench.Screen, watched by a retained io.leakwatch.KeyedWeakReference (key LEAK_KEY) held in
+ * io.leakwatch.LeakWatch.watchedReferences; plus a KeyedWeakReference not yet retained and a
+ * cleared one (neither a leak).
+ *
+ * Object ids are heap addresses (8-byte aligned, ascending, packed). Class statics point to
+ * objects written later, so the object pass runs twice: a dry pass finds those ids. Uses
+ * libleakcore's internal HPROF writer (shared/src/hprof_writer.h). */
+#define _POSIX_C_SOURCE 200809L
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "hprof_writer.h"
+
+#define GEN_VERSION "gen_sdk_heap 1"
+#define LEAK_KEY "5d4c3b2a-0000-4000-8000-00000000beef"
+#define HEAP_BASE 0x700000000ull
+#define TIMESTAMP_MS 1767225600000ull
+#define STACK_SERIAL 1u
+
+typedef struct rng { uint64_t s; } rng;
+static uint64_t rnext(rng *r) {
+    uint64_t z = (r->s += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+static uint64_t rbelow(rng *r, uint64_t n) { return n ? rnext(r) % n : 0; }
+static double runif(rng *r) { return (double)(rnext(r) >> 11) * (1.0 / 9007199254740992.0); }
+static uint64_t rlog(rng *r, uint64_t lo, uint64_t hi) {
+    double v = exp(log((double)lo) + runif(r) * (log((double)hi + 1.0) - log((double)lo)));
+    uint64_t n = (uint64_t)v;
+    return n < lo ? lo : n > hi ? hi : n;
+}
+static uint64_t align8(uint64_t v) { return (v + 7) & ~7ull; }
+
+static void die(const char *msg) {
+    fprintf(stderr, "gen_sdk_heap: %s\n", msg);
+    exit(1);
+}
+
+/* ---- names and classes ------------------------------------------------------------------ */
+
+static uint64_t g_next_sid = 0x7f3a10000000ull;
+typedef struct { const char *s; uint64_t sid; } name;
+static name g_names[256];
+static int g_nnames;
+
+static uint64_t intern(const char *s) {
+    for (int i = 0; i < g_nnames; i++)
+        if (strcmp(g_names[i].s, s) == 0) return g_names[i].sid;
+    if (g_nnames == 256) die("too many names");
+    g_names[g_nnames] = (name){s, g_next_sid};
+    g_next_sid += align8(strlen(s) + 24);
+    return g_names[g_nnames++].sid;
+}
+
+#define MAXF 8
+typedef struct gclass {
+    const char *name;
+    int super;
+    int boot;
+    uint64_t id;
+    lw__hprof_field_def fields[MAXF];
+    int nfields;
+    lw__hprof_field_def statics[4];
+    int nstatics;
+    uint32_t own_bytes; /* instance bytes of own fields */
+} gclass;
+
+static gclass g_cls[32];
+static int g_ncls;
+
+static int add_class(const char *nm, int super, int boot) {
+    gclass *c = &g_cls[g_ncls];
+    memset(c, 0, sizeof *c);
+    c->name = nm;
+    intern(nm); /* before the STRING records are written */
+    c->super = super;
+    c->boot = boot;
+    return g_ncls++;
+}
+static unsigned tsize(uint8_t t) { return lw__type_size(t, 8); }
+static void add_field(int cls, const char *nm, uint8_t type) {
+    gclass *c = &g_cls[cls];
+    c->fields[c->nfields++] = (lw__hprof_field_def){intern(nm), type, 0};
+    c->own_bytes += tsize(type);
+}
+static void add_static(int cls, const char *nm, uint8_t type) {
+    gclass *c = &g_cls[cls];
+    c->statics[c->nstatics++] = (lw__hprof_field_def){intern(nm), type, 0};
+}
+static uint32_t inst_bytes(int cls) {
+    uint32_t n = 0;
+    for (int c = cls; c >= 0; c = g_cls[c].super) n += g_cls[c].own_bytes;
+    return n;
+}
+
+static int C_OBJECT, C_STRING, C_ABSLIST, C_ARRAYLIST, C_REF, C_WEAKREF, C_OBJARR, C_BYTEARR, C_INTARR, C_KWR,
+    C_LEAKWATCH, C_VIEW, C_SCREEN, C_LISTENER, C_REGISTRY, C_CACHE, C_BUFFERS;
+
+static void build_classes(void) {
+    C_OBJECT = add_class("java/lang/Object", -1, 1);
+    C_STRING = add_class("java/lang/String", C_OBJECT, 1);
+    add_field(C_STRING, "value", LW_T_OBJECT);
+    add_field(C_STRING, "coder", LW_T_BYTE);
+    add_field(C_STRING, "hash", LW_T_INT);
+    add_field(C_STRING, "hashIsZero", LW_T_BOOLEAN);
+    C_ABSLIST = add_class("java/util/AbstractList", C_OBJECT, 1);
+    add_field(C_ABSLIST, "modCount", LW_T_INT);
+    C_ARRAYLIST = add_class("java/util/ArrayList", C_ABSLIST, 1);
+    add_field(C_ARRAYLIST, "elementData", LW_T_OBJECT);
+    add_field(C_ARRAYLIST, "size", LW_T_INT);
+    C_REF = add_class("java/lang/ref/Reference", C_OBJECT, 1);
+    add_field(C_REF, "referent", LW_T_OBJECT);
+    add_field(C_REF, "queue", LW_T_OBJECT);
+    add_field(C_REF, "next", LW_T_OBJECT);
+    add_field(C_REF, "discovered", LW_T_OBJECT);
+    C_WEAKREF = add_class("java/lang/ref/WeakReference", C_REF, 1);
+    C_OBJARR = add_class("[Ljava/lang/Object;", C_OBJECT, 1);
+    C_BYTEARR = add_class("[B", C_OBJECT, 1);
+    C_INTARR = add_class("[I", C_OBJECT, 1);
+    C_KWR = add_class("io/leakwatch/KeyedWeakReference", C_WEAKREF, 0);
+    add_field(C_KWR, "key", LW_T_OBJECT);
+    add_field(C_KWR, "description", LW_T_OBJECT);
+    add_field(C_KWR, "watchUptimeMillis", LW_T_LONG);
+    add_field(C_KWR, "retainedUptimeMillis", LW_T_LONG);
+    add_static(C_KWR, "heapDumpUptimeMillis", LW_T_LONG);
+    C_LEAKWATCH = add_class("io/leakwatch/LeakWatch", C_OBJECT, 0);
+    add_static(C_LEAKWATCH, "watchedReferences", LW_T_OBJECT);
+    C_VIEW = add_class("bench/View", C_OBJECT, 0);
+    add_field(C_VIEW, "parent", LW_T_OBJECT);
+    add_field(C_VIEW, "next", LW_T_OBJECT);
+    add_field(C_VIEW, "label", LW_T_OBJECT);
+    add_field(C_VIEW, "bitmap", LW_T_OBJECT);
+    add_field(C_VIEW, "left", LW_T_INT);
+    add_field(C_VIEW, "top", LW_T_INT);
+    add_field(C_VIEW, "width", LW_T_INT);
+    add_field(C_VIEW, "height", LW_T_INT);
+    C_SCREEN = add_class("bench/Screen", C_OBJECT, 0);
+    add_field(C_SCREEN, "title", LW_T_OBJECT);
+    add_field(C_SCREEN, "views", LW_T_OBJECT);
+    add_field(C_SCREEN, "pixels", LW_T_OBJECT);
+    add_field(C_SCREEN, "destroyed", LW_T_BOOLEAN);
+    C_LISTENER = add_class("bench/Screen$Listener", C_OBJECT, 0);
+    add_field(C_LISTENER, "this$0", LW_T_OBJECT);
+    C_REGISTRY = add_class("bench/LeakRegistry", C_OBJECT, 0);
+    add_static(C_REGISTRY, "listeners", LW_T_OBJECT);
+    C_CACHE = add_class("bench/Cache", C_OBJECT, 0);
+    add_static(C_CACHE, "screens", LW_T_OBJECT);
+    C_BUFFERS = add_class("bench/Buffers", C_OBJECT, 0);
+    add_static(C_BUFFERS, "big", LW_T_OBJECT);
+}
+
+/* ---- the object pass (run twice: dry, then writing) ------------------------------------------ */
+
+typedef struct gen {
+    lw__hprof_writer *w; /* NULL: dry pass */
+    rng r, fill;
+    uint64_t addr, target, random_target;
+    uint64_t bytes, random_bytes; /* file bytes of objects so far, of random arrays */
+    uint64_t instances, obj_arrays, prim_arrays, random_arrays;
+    uint64_t *heads; size_t nheads, capheads;
+    uint64_t *bigs; size_t nbigs, capbigs;
+    uint64_t cache_arr, big_arr, registry_list, watched_list; /* what the statics point to */
+    uint64_t leak_screen, leak_kwr;
+    int leak_done;
+    uint8_t *buf; size_t bufcap;
+} gen;
+
+static uint8_t *scratch(gen *g, size_t n) {
+    if (n > g->bufcap) {
+        g->buf = realloc(g->buf, n);
+        if (!g->buf) die("out of memory");
+        g->bufcap = n;
+    }
+    return g->buf;
+}
+static void push(uint64_t **a, size_t *n, size_t *cap, uint64_t v) {
+    if (*n == *cap) {
+        *cap = *cap ? *cap * 2 : 1024;
+        *a = realloc(*a, *cap * sizeof **a);
+        if (!*a) die("out of memory");
+    }
+    (*a)[(*n)++] = v;
+}
+
+static uint64_t alloc(gen *g, uint64_t heap_bytes) {
+    uint64_t id = g->addr;
+    g->addr += align8(heap_bytes);
+    return id;
+}
+
+/* Instances: `vals` holds one 64-bit value per field of the class chain (own first). */
+static uint64_t w_instance(gen *g, int cls, const uint64_t *vals) {
+    uint32_t n = inst_bytes(cls);
+    uint64_t id = alloc(g, 16 + n);
+    g->instances++;
+    g->bytes += 1 + 8 + 4 + 8 + 4 + n;
+    if (!g->w) return id;
+    uint8_t *p = scratch(g, n), *q = p;
+    int k = 0;
+    for (int c = cls; c >= 0; c = g_cls[c].super)
+        for (int f = 0; f < g_cls[c].nfields; f++, k++) {
+            unsigned s = tsize(g_cls[c].fields[f].type);
+            for (unsigned b = 0; b < s; b++) q[b] = (uint8_t)(vals[k] >> (8 * (s - 1 - b)));
+            q += s;
+        }
+    lw__hprof_writer_instance(g->w, id, STACK_SERIAL, g_cls[cls].id, p, n);
+    return id;
+}
+static uint64_t w_objarr(gen *g, const uint64_t *el, uint32_t n) {
+    uint64_t id = alloc(g, 16 + 8ull * n);
+    g->obj_arrays++;
+    g->bytes += 1 + 8 + 4 + 4 + 8 + 8ull * n;
+    if (g->w) lw__hprof_writer_object_array(g->w, id, STACK_SERIAL, g_cls[C_OBJARR].id, el, n);
+    return id;
+}
+/* A primitive array: random contents, or `text` repeated. */
+static uint64_t w_primarr(gen *g, uint8_t type, uint32_t n, const char *text) {
+    unsigned es = tsize(type);
+    uint64_t bytes = (uint64_t)n * es;
+    uint64_t id = alloc(g, 16 + bytes);
+    g->prim_arrays++;
+    g->bytes += 1 + 8 + 4 + 4 + 1 + bytes;
+    if (!text) {
+        g->random_arrays++;
+        g->random_bytes += bytes;
+    }
+    if (!g->w) return id;
+    uint8_t *p = scratch(g, bytes);
+    if (text) {
+        size_t tl = strlen(text);
+        for (uint64_t i = 0; i < bytes; i++) p[i] = (uint8_t)text[i % tl];
+    } else {
+        uint64_t i = 0;
+        for (; i + 8 <= bytes; i += 8) {
+            uint64_t x = rnext(&g->fill);
+            memcpy(p + i, &x, 8);
+        }
+        for (uint64_t x = rnext(&g->fill); i < bytes; i++, x >>= 8) p[i] = (uint8_t)x;
+    }
+    lw__hprof_writer_primitive_array(g->w, id, STACK_SERIAL, type, p, n);
+    return id;
+}
+static uint64_t w_string(gen *g, const char *s) {
+    uint64_t value = w_primarr(g, LW_T_BYTE, (uint32_t)strlen(s), s);
+    uint64_t vals[4] = {value, 0 /* LATIN1 */, 0, 1};
+    return w_instance(g, C_STRING, vals);
+}
+static uint64_t w_arraylist(gen *g, const uint64_t *el, uint32_t n) {
+    uint32_t cap = n < 10 ? 10 : n + n / 2;
+    uint64_t *all = calloc(cap, sizeof *all);
+    if (!all) die("out of memory");
+    memcpy(all, el, n * sizeof *el);
+    uint64_t arr = w_objarr(g, all, cap);
+    free(all);
+    uint64_t vals[3] = {arr, n, 1};
+    return w_instance(g, C_ARRAYLIST, vals);
+}
+static int random_behind(const gen *g) {
+    return (double)g->random_bytes < (double)g->random_target * (double)g->bytes / (double)g->target;
+}
+
+static const char *const k_words[] = {"Top stories", "Settings", "Inbox", "Compose", "Profile", "Search results",
+                                      "Play queue", "Photo viewer", "Checkout", "Notifications", "Map", "Help"};
+
+/* A screen: views (a list with parents and siblings), label Strings, bitmaps while random
+ * data is behind target. Returns the Screen. */
+static uint64_t build_screen(gen *g, int leaked) {
+    uint32_t nviews = (uint32_t)(20 + rbelow(&g->r, 180));
+    uint64_t *views = malloc(nviews * sizeof *views);
+    if (!views) die("out of memory");
+    uint64_t prev = 0, parent = 0;
+    for (uint32_t i = 0; i < nviews; i++) {
+        char label[64];
+        snprintf(label, sizeof label, "%s / item %u", k_words[rbelow(&g->r, 12)], (unsigned)rbelow(&g->r, 100000));
+        uint64_t lab = w_string(g, label);
+        uint64_t bitmap = 0;
+        if (random_behind(g)) {
+            uint32_t bytes = (uint32_t)rlog(&g->r, 1024, 512 * 1024);
+            bitmap = rbelow(&g->r, 4) ? w_primarr(g, LW_T_BYTE, bytes, NULL) : w_primarr(g, LW_T_INT, bytes / 4, NULL);
+        }
+        uint64_t vals[8] = {parent, prev, lab, bitmap, rbelow(&g->r, 1080), rbelow(&g->r, 1920), 1 + rbelow(&g->r, 1080),
+                            1 + rbelow(&g->r, 400)};
+        views[i] = w_instance(g, C_VIEW, vals);
+        if (i % 8 == 0) parent = views[i];
+        prev = views[i];
+    }
+    uint64_t list = w_arraylist(g, views, nviews);
+    free(views);
+    uint64_t title = w_string(g, leaked ? "Leaked screen" : k_words[rbelow(&g->r, 12)]);
+    uint64_t pixels = leaked ? w_primarr(g, LW_T_BYTE, 64 * 1024, NULL) : 0;
+    uint64_t vals[4] = {title, list, pixels, (uint64_t)leaked};
+    return w_instance(g, C_SCREEN, vals);
+}
+
+static void build_leak(gen *g) {
+    uint64_t screen = build_screen(g, 1);
+    uint64_t lv[1] = {screen};
+    uint64_t listener = w_instance(g, C_LISTENER, lv);
+    uint64_t other = w_instance(g, C_LISTENER, (uint64_t[]){build_screen(g, 0)});
+    uint64_t els[3] = {other, listener, other};
+    g->registry_list = w_arraylist(g, els, 3);
+    static const char *const keys[3] = {LEAK_KEY, "5d4c3b2a-0000-4000-8000-00000000bee2",
+                                        "5d4c3b2a-0000-4000-8000-00000000bee3"};
+    static const char *const descs[3] = {"bench.Screen destroyed", "bench.Screen#onDestroy was called",
+                                         "bench.Screen destroyed"};
+    uint64_t kwrs[3];
+    for (int i = 0; i < 3; i++) {
+        uint64_t key = w_string(g, keys[i]), desc = w_string(g, descs[i]);
+        /* own fields first (key, description, watch, retained), then Reference's */
+        uint64_t referent = i == 0 ? screen : i == 1 ? other : 0;
+        uint64_t retained = i == 0 ? 1205102 : i == 1 ? (uint64_t)-1 : 1203000;
+        uint64_t vals[8] = {key, desc, 1200000 + (uint64_t)i * 1000, retained, referent, 0, 0, 0};
+        kwrs[i] = w_instance(g, C_KWR, vals);
+        if (i == 0) g->leak_kwr = kwrs[i];
+    }
+    g->watched_list = w_arraylist(g, kwrs, 3);
+    g->leak_screen = screen;
+    g->leak_done = 1;
+}
+
+static void write_header(gen *g) {
+    for (int i = 0; i < g_nnames; i++) lw__hprof_writer_string(g->w, g_names[i].sid, g_names[i].s, strlen(g_names[i].s));
+    for (int i = 0; i < g_ncls; i++) lw__hprof_writer_load_class(g->w, (uint32_t)i + 1, g_cls[i].id, STACK_SERIAL,
+                                                                intern(g_cls[i].name));
+    uint8_t body[12] = {0};
+    lw__put_be32(body, STACK_SERIAL);
+    lw__hprof_writer_record(g->w, LW_TAG_STACK_TRACE, body, 12);
+    for (int i = 0; i < g_ncls; i++) {
+        gclass *c = &g_cls[i];
+        lw__hprof_class_def d = {
+            .id = c->id,
+            .super_id = c->super >= 0 ? g_cls[c->super].id : 0,
+            .loader_id = 0,
+            .stack_serial = STACK_SERIAL,
+            .instance_size = inst_bytes(i),
+            .statics = c->statics,
+            .static_count = (size_t)c->nstatics,
+            .fields = c->fields,
+            .field_count = (size_t)c->nfields,
+        };
+        lw__hprof_writer_class_dump(g->w, &d);
+    }
+}
+
+static void run_pass(gen *g, uint64_t seed) {
+    g->r.s = seed * 0x9E3779B97F4A7C15ull + 17;
+    g->fill.s = seed ^ 0xF111F111ull;
+    g->addr = HEAP_BASE;
+    for (int i = 0; i < g_ncls; i++) {
+        g_cls[i].id = g->addr;
+        g->addr += align8(16 + 96 + 8ull * (uint64_t)g_cls[i].nstatics);
+    }
+    if (g->w) write_header(g);
+    while (g->bytes < g->target) {
+        if (!g->leak_done && g->bytes >= g->target * 6 / 10) build_leak(g);
+        push(&g->heads, &g->nheads, &g->capheads, build_screen(g, 0));
+        if (random_behind(g) && rbelow(&g->r, 8) == 0)
+            push(&g->bigs, &g->nbigs, &g->capbigs,
+                 w_primarr(g, LW_T_BYTE, (uint32_t)rlog(&g->r, 1u << 20, 8u << 20), NULL));
+    }
+    if (!g->leak_done) build_leak(g);
+    g->cache_arr = w_objarr(g, g->heads, (uint32_t)g->nheads);
+    g->big_arr = w_objarr(g, g->bigs, (uint32_t)g->nbigs);
+    if (g->w) {
+        for (int i = 0; i < g_ncls; i++)
+            if (g_cls[i].boot) lw__hprof_writer_root(g->w, LW_SUB_ROOT_STICKY_CLASS, g_cls[i].id, 0, 0);
+        lw__hprof_writer_end_heap_dump(g->w);
+    }
+}
+
+static double now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+int main(int argc, char **argv) {
+    const char *out = NULL;
+    uint64_t mb = 1024, seed = 1;
+    double frac = 0.6;
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--version") == 0) {
+            printf("%s\n", GEN_VERSION);
+            return 0;
+        } else if (strcmp(argv[i], "--mb") == 0 && i + 1 < argc) {
+            mb = strtoull(argv[++i], NULL, 10);
+        } else if (strcmp(argv[i], "--seed") == 0 && i + 1 < argc) {
+            seed = strtoull(argv[++i], NULL, 10);
+        } else if (strcmp(argv[i], "--random-fraction") == 0 && i + 1 < argc) {
+            frac = strtod(argv[++i], NULL);
+        } else if (argv[i][0] == '-' || out) {
+            fprintf(stderr, "usage: gen_sdk_heap OUT.hprof [--mb N] [--seed S] [--random-fraction F]\n");
+            return 2;
+        } else {
+            out = argv[i];
+        }
+    }
+    if (!out || mb < 4 || mb > 65536 || frac < 0 || frac > 0.95) {
+        fprintf(stderr, "usage: gen_sdk_heap OUT.hprof [--mb 4..65536] [--seed S] [--random-fraction 0..0.95]\n");
+        return 2;
+    }
+    double t0 = now();
+    build_classes();
+    gen *g = calloc(1, sizeof *g);
+    if (!g) die("out of memory");
+    g->target = mb * 1000000ull;
+    g->random_target = (uint64_t)((double)g->target * frac);
+    run_pass(g, seed); /* dry: the ids the statics point to */
+    uint64_t statics[4] = {g->cache_arr, g->big_arr, g->registry_list, g->watched_list};
+    uint64_t dry_addr = g->addr;
+    free(g->heads);
+    free(g->bigs);
+    free(g->buf);
+    memset(g, 0, sizeof *g);
+    g->target = mb * 1000000ull;
+    g->random_target = (uint64_t)((double)g->target * frac);
+    g_cls[C_CACHE].statics[0].value = statics[0];
+    g_cls[C_BUFFERS].statics[0].value = statics[1];
+    g_cls[C_REGISTRY].statics[0].value = statics[2];
+    g_cls[C_LEAKWATCH].statics[0].value = statics[3];
+    g_cls[C_KWR].statics[0].value = 1300000; /* heapDumpUptimeMillis */
+    lw_error err;
+    if (lw__hprof_writer_open(&g->w, out, LW_HPROF_VERSION_JVM, 8, TIMESTAMP_MS, 0, &err) != LW_OK) die(err.message);
+    run_pass(g, seed);
+    uint64_t file_bytes = lw__hprof_writer_offset(g->w);
+    if (lw__hprof_writer_close(g->w, &err) != LW_OK) die(err.message);
+    if (g->addr != dry_addr) die("internal error: the two passes disagree");
+    printf("generator:        %s (seed %" PRIu64 ", random fraction %.2f)\n", GEN_VERSION, seed, frac);
+    printf("file:             %s\n", out);
+    printf("bytes:            %" PRIu64 " (%.1f MB)\n", file_bytes, (double)file_bytes / 1e6);
+    printf("objects:          %" PRIu64 " instances, %" PRIu64 " object arrays, %" PRIu64 " primitive arrays\n",
+           g->instances, g->obj_arrays, g->prim_arrays);
+    printf("random arrays:    %" PRIu64 " holding %.1f MB (%.1f %% of the file)\n", g->random_arrays,
+           (double)g->random_bytes / 1e6, 100.0 * (double)g->random_bytes / (double)file_bytes);
+    printf("leak key:         %s (bench.Screen @ 0x%" PRIx64 ")\n", LEAK_KEY, g->leak_screen);
+    printf("time:             %.2f s\n", now() - t0);
+    free(g->heads);
+    free(g->bigs);
+    free(g->buf);
+    free(g);
+    return 0;
+}
