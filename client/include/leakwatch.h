@@ -165,8 +165,9 @@ LW_SDK_API lw_sdk_status lw_watch(lw_client *client, lw_handle handle, const cha
 LW_SDK_API void lw_set_visible(lw_client *client, int visible);
 
 /* Dumps now if any object is retained, bypassing the retained-count threshold (not a dump
- * in progress: LW_SDK_ERR_BUSY). */
-LW_SDK_API lw_sdk_status lw_dump_now(lw_client *client);
+ * in progress: LW_SDK_ERR_BUSY; not the daily limit: LW_SDK_ERR_LIMIT). With nothing retained
+ * it returns LW_SDK_OK and does nothing. `started` (may be NULL) says whether a dump began. */
+LW_SDK_API lw_sdk_status lw_dump_now(lw_client *client, int *started);
 
 /* Tries to upload what the spool holds now, waiting up to `timeout_ms`. Returns the number
  * of reports still in the spool, or -1 on error. */

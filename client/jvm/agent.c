@@ -558,13 +558,17 @@ static jboolean JNICALL native_dump_now(JNIEnv *env, jclass cls)
     (void)env;
     (void)cls;
     lw_sdk_status st = LW_SDK_ERR_CLOSED;
+    int started = 0;
     pthread_rwlock_rdlock(&g.client_lock);
     if (g.client != NULL)
-        st = lw_dump_now(g.client);
+        st = lw_dump_now(g.client, &started);
     pthread_rwlock_unlock(&g.client_lock);
     if (st != LW_SDK_OK)
         logf_(LW_LOG_INFO, "LeakWatch.dumpNow(): %s", lw_sdk_strerror(st));
-    return st == LW_SDK_OK ? JNI_TRUE : JNI_FALSE;
+    else if (!started)
+        logf_(LW_LOG_INFO, "LeakWatch.dumpNow(): nothing is retained, so there is nothing to dump");
+    /* true only when a dump was really requested */
+    return st == LW_SDK_OK && started ? JNI_TRUE : JNI_FALSE;
 }
 
 static jboolean JNICALL native_is_installed(JNIEnv *env, jclass cls)

@@ -506,9 +506,10 @@ void lw_set_visible(lw_client *c, int visible) {
     if (c) lwc_trigger_set_visible(c->trigger, visible);
 }
 
-lw_sdk_status lw_dump_now(lw_client *c) {
+lw_sdk_status lw_dump_now(lw_client *c, int *started) {
+    if (started) *started = 0;
     if (!c) return LW_SDK_ERR_USAGE;
-    return lwc_trigger_dump_now(c->trigger, NULL);
+    return lwc_trigger_dump_now(c->trigger, started);
 }
 
 const char *lw_client_state(lw_client *c) {

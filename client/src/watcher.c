@@ -304,10 +304,14 @@ void lwc_watcher_check_due(lwc_watcher *w, int64_t now) {
         pthread_mutex_unlock(&w->mu);
         return;
     }
+    /* Objects due a little later join this batch (checked at most `window` early): screens
+     * destroyed together then cost one series of GCs, not one each. */
+    int64_t window = w->p.gc_round_interval_ms * (int64_t)(w->p.gc_rounds ? w->p.gc_rounds : 1);
+    if (window < 100) window = 100;
     size_t n = 0;
     for (size_t i = 0; i < w->n; i++) {
         entry *e = w->set[i];
-        if (e->state == ST_WATCHED && now - e->watch_uptime >= w->p.retained_delay_ms) {
+        if (e->state == ST_WATCHED && now - e->watch_uptime >= w->p.retained_delay_ms - window) {
             e->state = ST_CHECKING;
             e->forgotten = 0;
             w->batch[n++] = e;

@@ -6,22 +6,28 @@
 #     (mounted read-only here);
 #  3. uploads /check/check.hprof.zst (a trimmed, zstd'd synthetic dump with one known leak, made
 #     at image build time by gen_heap + `leakscan strip`) with the ingest key: 202, queued;
-#  4. checks the blob leakd stored is byte for byte the upload, and not written by root;
-#  5. polls GET /v1/reports/{id} with the read key until the workers are done with it;
+#  4. checks leakd does not run as root (the owner of blobs/<app>), and that the blob it stored is
+#     byte for byte the upload (when the workers have not already analyzed and deleted it);
+#  5. polls GET /v1/reports/{id} with the read key until the workers are done with it, then
+#     checks the dump was deleted (or kept, with LEAKD_KEEP_BLOBS=1);
 #  6. checks the report found exactly the leak leakscan found in the same file at build time
 #     (/check/expected.json: signature, kind, short description, count);
 #  7. reads the leak group back (GET /v1/apps/{app}/leaks/{signature}): signature, kind, leaking
 #     class, trace, our report among its recent occurrences; and finds it in the app's list;
-#  8. checks that a read without a key is refused (401), and one with the ingest key (403).
+#  8. checks that a read without a key is refused (401), and one with the ingest key (403);
+#  9. reads /metrics on the metrics port: workers alive, database up.
 # Exits 0 when all hold, 1 on the first that does not (saying which), 2 on a setup problem.
 #
-# Environment: LEAKWATCH_URL (http://leakd:8080), LEAKWATCH_APP (demo), LEAKWATCH_KEYS_FILE
+# Environment: LEAKWATCH_URL (http://leakd:8080), LEAKWATCH_METRICS_URL
+# (http://leakd:9090/metrics), LEAKWATCH_APP (demo), LEAKWATCH_KEYS_FILE
 # (/var/lib/leakd/bootstrap-keys.env), LEAKWATCH_DATA_DIR (/var/lib/leakd; blob check skipped
 # when absent), LEAKWATCH_INGEST_KEY / LEAKWATCH_READ_KEY (instead of the keys file),
-# CHECK_TIMEOUT (seconds for each wait, 120), CHECK_DIR (where the dump and expected.json are, /check).
+# LEAKD_KEEP_BLOBS (as given to leakd, 0), CHECK_TIMEOUT (seconds for each wait, 120),
+# CHECK_DIR (where the dump and expected.json are, /check).
 set -uo pipefail
 
 url=${LEAKWATCH_URL:-http://leakd:8080}
+metrics_url=${LEAKWATCH_METRICS_URL:-http://leakd:9090/metrics}
 app=${LEAKWATCH_APP:-demo}
 keys_file=${LEAKWATCH_KEYS_FILE:-/var/lib/leakd/bootstrap-keys.env}
 data_dir=${LEAKWATCH_DATA_DIR:-/var/lib/leakd}
@@ -97,11 +103,18 @@ ok "202, report $rid $(jq -r .status "$tmp/body")"
 next "the stored blob"
 blob=$data_dir/blobs/$app/$rid.hprof.zst
 if [ -d "$data_dir/blobs" ]; then
-  [ -f "$blob" ] || fail "$blob does not exist: $(ls -la "$data_dir/blobs/$app" 2>&1 | head -5)"
-  cmp -s "$blob" "$dump" || fail "$blob differs from the upload"
-  owner=$(stat -c %u "$blob")
-  [ "$owner" != 0 ] || fail "$blob is owned by root: leakd runs as root (the image should run it as user leakd)"
-  ok "$blob is the upload, byte for byte, written by uid $owner (not root)"
+  [ -d "$data_dir/blobs/$app" ] || fail "$data_dir/blobs/$app does not exist: $(ls -la "$data_dir/blobs" 2>&1 | head -5)"
+  owner=$(stat -c %u "$data_dir/blobs/$app")
+  [ "$owner" != 0 ] || fail "$data_dir/blobs/$app is owned by root: leakd runs as root (the image should run it as user leakd)"
+  ok "$data_dir/blobs/$app was made by uid $owner (not root)"
+  # The workers may already have analyzed it and deleted it (LEAKD_KEEP_BLOBS=0): compare when
+  # it is still there.
+  if cp "$blob" "$tmp/blob" 2>/dev/null; then
+    cmp -s "$tmp/blob" "$dump" || fail "$blob differs from the upload"
+    ok "$blob is the upload, byte for byte"
+  else
+    echo "check: skip  $blob is already gone (analyzed at once): no byte comparison"
+  fi
 else
   echo "check: skip  $data_dir/blobs is not mounted here"
 fi
@@ -124,6 +137,16 @@ while :; do
 done
 cp "$tmp/body" "$tmp/report.json"
 ok "done after $(jq -r .attempts "$tmp/report.json") attempt(s), analyzed_at $(jq -r .analyzed_at "$tmp/report.json")"
+if [ -d "$data_dir/blobs" ]; then
+  if [ "${LEAKD_KEEP_BLOBS:-0}" = 1 ]; then
+    [ -f "$blob" ] || fail "LEAKD_KEEP_BLOBS=1, yet $blob was deleted after the analysis"
+    ok "the dump is kept after the analysis (LEAKD_KEEP_BLOBS=1)"
+  else
+    for _ in $(seq 1 50); do [ -e "$blob" ] || break; sleep 0.2; done
+    [ ! -e "$blob" ] || fail "$blob is still there 10 s after the analysis (LEAKD_KEEP_BLOBS=0 deletes it)"
+    ok "the dump was deleted once analyzed (LEAKD_KEEP_BLOBS=0)"
+  fi
+fi
 
 # ---- 6 ---------------------------------------------------------------------------------------
 next "the report's leaks match what leakscan found in the same dump"
@@ -172,6 +195,15 @@ code=$(http GET "/v1/apps/$app/leaks/$sig")
 code=$(http GET "/v1/apps/$app/leaks/$sig" -H "Authorization: Bearer $ingest")
 [ "$code" = 403 ] || fail "GET with an ingest key answered $code (expected 403): $(body)"
 ok "401 without a key, 403 with the ingest key"
+
+# ---- 9 ---------------------------------------------------------------------------------------
+next "metrics ($metrics_url)"
+code=$(curl -sS -o "$tmp/body" -w '%{http_code}' --max-time 30 "$metrics_url" 2>"$tmp/curl.err" || true)
+[ "$code" = 200 ] || fail "GET $metrics_url answered '$code': $(cat "$tmp/curl.err") $(body)"
+workers=$(sed -n 's/^leakd_workers_alive \([0-9]*\)$/\1/p' "$tmp/body")
+[ -n "$workers" ] && [ "$workers" -ge 1 ] || fail "leakd_workers_alive is '${workers}': $(grep -m3 workers "$tmp/body")"
+grep -q '^leakd_database_up 1$' "$tmp/body" || fail "leakd_database_up is not 1: $(grep -m3 database_up "$tmp/body")"
+ok "/metrics: $workers worker(s) alive, database up"
 
 echo "check: PASSED: leakd at $url took a heap dump, analyzed it and grouped its leak ($sig)"
 exit 0

@@ -103,6 +103,9 @@ class EndToEnd(unittest.TestCase):
         self.assertEqual(g["first_build"], 14)
         # The upload was the trimmed, compressed dump (far smaller than the ~3.5 MB heap), and
         # once analyzed the server deleted it (LEAKD_KEEP_BLOBS is off).
+        # (the worker deletes the dump just after marking the report done: wait for it)
+        H.wait_for(lambda: H.psql(self.db, "SELECT blob_path FROM reports WHERE id = '%s'" % rid)[0][0] is None, 10,
+                   what="the analyzed dump deleted")
         path, size = H.psql(self.db, "SELECT blob_path, blob_bytes FROM reports WHERE id = '%s'" % rid)[0]
         self.assertIsNone(path)
         self.assertLess(int(size), 2_000_000)

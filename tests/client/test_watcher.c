@@ -268,6 +268,23 @@ static void test_retained_delay_per_object(void **state) {
     free_fixture(f);
 }
 
+/* Screens destroyed within a moment of each other (here 40 ms apart) are checked in one
+ * batch: one series of GCs, not one each. */
+static void test_watches_close_together_share_a_batch(void **state) {
+    (void)state;
+    fixture *f = make_fixture(0, 0); /* 3 rounds 100 ms apart: a 300 ms window */
+    for (int i = 0; i < 6; i++) {
+        f->clock.now = 40 * i;
+        watch(f, (lw_handle)(i + 1), "screen");
+    }
+    fx_run_until(&f->exec, 10000);
+    assert_int_equal(f->batches, 1);
+    assert_int_equal(f->rt.gc_count, 3);
+    assert_int_equal(f->rt.retained_n, 6);
+    assert_int_equal(f->rt.gc_at[0], 5000); /* when the first one was due */
+    free_fixture(f);
+}
+
 /* An object watched while a batch runs waits for the next batch. */
 static void test_watch_during_batch(void **state) {
     (void)state;
@@ -448,6 +465,7 @@ int main(void) {
         cmocka_unit_test(test_stops_early),
         cmocka_unit_test(test_no_gc_when_all_reclaimed),
         cmocka_unit_test(test_retained_delay_per_object),
+        cmocka_unit_test(test_watches_close_together_share_a_batch),
         cmocka_unit_test(test_watch_during_batch),
         cmocka_unit_test(test_forget_before),
         cmocka_unit_test(test_forget_during_batch),

@@ -281,8 +281,10 @@ class T02_Ingest(ServerCase):
         self.assertEqual(one(self.db, "SELECT count(*) FROM occurrences WHERE report_id = '%s'" % rid), "1")
         self.assertEqual(one(self.db, "SELECT g.occurrences FROM leak_groups g JOIN apps a ON a.id = g.app_id"
                                       " WHERE a.slug = 'alpha' AND g.signature = '%s'" % LISTENER_SIG), "1")
-        # analyzed: the dump is deleted (LEAKD_KEEP_BLOBS is off) and the repeat stored nothing
-        self.assertEqual(sorted(os.listdir(os.path.join(self.server.data_dir, "blobs", "alpha"))), [])
+        # analyzed: the dump is deleted (LEAKD_KEEP_BLOBS is off, just after the report is done)
+        # and the repeat stored nothing
+        H.wait_for(lambda: not os.listdir(os.path.join(self.server.data_dir, "blobs", "alpha"))
+                   and self.report_row(rid, "blob_path")[0] is None, 10, what="the analyzed dump deleted")
         self.assertEqual(self.report_row(rid, "blob_path, blob_bytes"),
                          [None, str(os.path.getsize(INPUTS.stripped("listener_list")))])
         self.assertNoUploadTmpFiles()

@@ -75,8 +75,8 @@ public final class LeakWatch {
    * count threshold. The dump, its analysis and its upload run on Leakwatch's own threads; the
    * dump itself pauses the whole JVM (about 5 s per GB of heap on HotSpot).
    *
-   * @return true when the dump was requested, false when Leakwatch is not installed or refused
-   *     it (a dump in progress, a limit; see its log)
+   * @return true when a dump was started, false when nothing is retained, when Leakwatch is not
+   *     installed, or when it refused (a dump in progress, a limit; see its log)
    */
   public static boolean dumpNow() {
     if (!linked) {
