@@ -80,6 +80,7 @@ typedef struct options {
 typedef struct hooked_method {
     jmethodID method;
     size_t spec;
+    jclass filter; /* set when the method is inherited from a superclass: watch only instances of it */
 } hooked_method;
 
 /* ---- the agent's state (one per process) -------------------------------------------------- */
@@ -583,16 +584,18 @@ static jboolean JNICALL native_is_installed(JNIEnv *env, jclass cls)
 
 /* ---- watch=CLASS#METHOD: breakpoints ----------------------------------------------------- */
 
-/* The watch= option a breakpointed method serves, or -1. */
-static long hooked_spec(jmethodID method)
+/* The watch= option a breakpointed method serves for receiver `self` (NULL: any), or -1. A
+ * method inherited from a superclass (JFrame#dispose is declared by Window) serves only
+ * receivers of the named class. */
+static long hooked_spec(JNIEnv *env, jmethodID method, jobject self)
 {
     long spec = -1;
     pthread_mutex_lock(&g.hook_lock);
-    for (size_t i = 0; i < g.nhooked; i++) {
-        if (g.hooked[i].method == method) {
+    for (size_t i = 0; i < g.nhooked && spec < 0; i++) {
+        if (g.hooked[i].method != method)
+            continue;
+        if (g.hooked[i].filter == NULL || self == NULL || (*env)->IsInstanceOf(env, self, g.hooked[i].filter))
             spec = (long)g.hooked[i].spec;
-            break;
-        }
     }
     pthread_mutex_unlock(&g.hook_lock);
     return spec;
@@ -606,8 +609,7 @@ static void JNICALL on_breakpoint(jvmtiEnv *jvmti, JNIEnv *env, jthread thread, 
     static _Thread_local int busy;
     if (busy)
         return;
-    long spec = hooked_spec(method);
-    if (spec < 0)
+    if (hooked_spec(env, method, NULL) < 0)
         return;
     busy = 1;
     if ((*env)->PushLocalFrame(env, 8) != 0) {
@@ -618,15 +620,18 @@ static void JNICALL on_breakpoint(jvmtiEnv *jvmti, JNIEnv *env, jthread thread, 
     jobject self = NULL;
     jvmtiError err = (*jvmti)->GetLocalInstance(jvmti, thread, 0, &self);
     if (err != JVMTI_ERROR_NONE || self == NULL) {
-        logf_(LW_LOG_DEBUG, "watch=%s: no receiver (JVMTI error %d)", g.opt.watches[spec].description, (int)err);
+        logf_(LW_LOG_DEBUG, "watch=: no receiver (JVMTI error %d)", (int)err);
         goto out;
     }
+    long spec = hooked_spec(env, method, self);
+    if (spec < 0) /* an inherited method called on an object of another class */
+        goto out;
     /* An override that calls super.METHOD() hits twice with the same receiver: watch once.
      * (A hooked method calling METHOD on another object, e.g. a child screen, still counts.) */
     jmethodID caller = NULL;
     jlocation caller_location;
     if ((*jvmti)->GetFrameLocation(jvmti, thread, 1, &caller, &caller_location) == JVMTI_ERROR_NONE &&
-        caller != NULL && hooked_spec(caller) >= 0) {
+        caller != NULL && hooked_spec(env, caller, NULL) >= 0) {
         jobject caller_self = NULL;
         if ((*jvmti)->GetLocalInstance(jvmti, thread, 1, &caller_self) == JVMTI_ERROR_NONE &&
             caller_self != NULL && (*env)->IsSameObject(env, caller_self, self))
@@ -643,7 +648,7 @@ out:
 
 /* Sets breakpoints at the start of klass's own instance methods named after spec. Called with
  * hook_lock held. Returns how many it set. */
-static int hook_methods(jvmtiEnv *jvmti, jclass klass, const char *class_sig, size_t spec)
+static int hook_methods(jvmtiEnv *jvmti, jclass klass, const char *class_sig, size_t spec, jclass filter)
 {
     const watch_spec *ws = &g.opt.watches[spec];
     jint n = 0;
@@ -676,8 +681,9 @@ static int hook_methods(jvmtiEnv *jvmti, jclass klass, const char *class_sig, si
                         g.hooked = p;
                         g.hooked_cap = cap;
                     }
-                    if (err == JVMTI_ERROR_NONE)
-                        g.hooked[g.nhooked++] = (hooked_method){methods[i], spec};
+                    /* A method already hooked for another watch= (or without a filter) still gets
+                     * this entry: each names which receivers it serves. */
+                    g.hooked[g.nhooked++] = (hooked_method){methods[i], spec, filter};
                     set++;
                     logf_(LW_LOG_DEBUG, "hooked %s %s%s", class_sig, name, msig);
                 } else {
@@ -724,12 +730,41 @@ static void hook_class(jvmtiEnv *jvmti, JNIEnv *env, jclass klass)
             assignable = (*env)->IsAssignableFrom(env, klass, ws->targets[t]);
         if (!assignable)
             continue;
-        int n = hook_methods(jvmti, klass, sig, s);
+        int n = hook_methods(jvmti, klass, sig, s, NULL);
         if (is_target && n > 0)
             ws->hooked_any = 1;
-        if (is_target && n == 0)
-            logf_(LW_LOG_WARN, "watch=%s#%s: %s has no instance method %s with code; its subclasses' are hooked",
-                  ws->class_name, ws->method_name, ws->class_name, ws->method_name);
+        if (is_target && n == 0) {
+            /* Declared up the superclass chain (JFrame#dispose is Window's): hook the nearest
+             * declaration, for receivers of this class only. */
+            jclass filter = ws->targets[ws->ntargets - 1];
+            jclass super = (*env)->GetSuperclass(env, klass);
+            while (super != NULL && n == 0) {
+                char *ssig = NULL;
+                if ((*jvmti)->GetClassSignature(jvmti, super, &ssig, NULL) == JVMTI_ERROR_NONE) {
+                    n = hook_methods(jvmti, super, ssig, s, filter);
+                    if (n > 0) {
+                        /* "Ljava/awt/Window;" -> "java.awt.Window" */
+                        char *name = ssig[0] == 'L' ? ssig + 1 : ssig;
+                        size_t len = strlen(name);
+                        if (len && name[len - 1] == ';') name[len - 1] = 0;
+                        for (char *c = name; *c; c++)
+                            if (*c == '/') *c = '.';
+                        logf_(LW_LOG_INFO, "watch=%s#%s: the method is declared by %s; hooked there for %s only",
+                              ws->class_name, ws->method_name, name, ws->class_name);
+                    }
+                    (*jvmti)->Deallocate(jvmti, (unsigned char *)ssig);
+                }
+                jclass next = n == 0 ? (*env)->GetSuperclass(env, super) : NULL;
+                (*env)->DeleteLocalRef(env, super);
+                super = next;
+            }
+            if (n > 0)
+                ws->hooked_any = 1;
+            else
+                logf_(LW_LOG_WARN, "watch=%s#%s: %s has no instance method %s, nor its superclasses: only subclasses "
+                                   "that declare it are watched",
+                      ws->class_name, ws->method_name, ws->class_name, ws->method_name);
+        }
     }
     pthread_mutex_unlock(&g.hook_lock);
     (*jvmti)->Deallocate(jvmti, (unsigned char *)sig);
@@ -934,8 +969,19 @@ static void JNICALL on_vm_init(jvmtiEnv *jvmti, JNIEnv *env, jthread thread)
     pthread_rwlock_unlock(&g.client_lock);
 
     atomic_store(&g.live, 1);
-    if (o->nwatches > 0)
+    if (o->nwatches > 0) {
         hook_loaded_classes(jvmti, env);
+        /* Say at start-up what each watch= resolved to. */
+        for (size_t s = 0; s < o->nwatches; s++) {
+            const watch_spec *ws = &o->watches[s];
+            if (ws->ntargets == 0)
+                logf_(LW_LOG_INFO, "watch=%s#%s: %s is not loaded yet; it is hooked when it loads", ws->class_name,
+                      ws->method_name, ws->class_name);
+            else if (!ws->hooked_any)
+                logf_(LW_LOG_WARN, "watch=%s#%s: no method %s to hook on %s or its superclasses", ws->class_name,
+                      ws->method_name, ws->method_name, ws->class_name);
+        }
+    }
     logf_(LW_LOG_INFO, "Leakwatch %s started: app=%s version=%s build=%lld mode=%s spool=%s%s%s", lw_sdk_version(),
           o->app, o->version, (long long)o->build, o->mode == LW_MODE_TRACES ? "traces" : "heap", o->spool,
           o->server ? " server=" : " (spool only)", o->server ? o->server : "");

@@ -59,6 +59,19 @@ public final class AgentSmoke {
     void onDestroy() {}
   }
 
+  /** watch=agenttest.AgentSmoke$Frame#dispose: dispose() is declared by the superclass only
+   * (as JFrame#dispose is java.awt.Window's), so the agent hooks Window.dispose and watches
+   * only receivers that are Frames. */
+  static class Window {
+    void dispose() {}
+  }
+
+  static class Frame extends Window {}
+
+  static class FancyFrame extends Frame {}
+
+  static class Dialog extends Window {}
+
   /** The leaks: kept reachable on purpose. */
   static final List<Object> kept = new ArrayList<>();
 
@@ -184,6 +197,17 @@ public final class AgentSmoke {
     check(byReferent(parent).size() == 1 && byReferent(child).size() == 1,
         "a hooked method destroying another screen watches both");
     check(byReferent(other).isEmpty(), "an unrelated class's onDestroy is not hooked");
+    Frame frame = new Frame();
+    FancyFrame fancy = new FancyFrame();
+    Dialog dialog = new Dialog();
+    frame.dispose();
+    fancy.dispose();
+    dialog.dispose();
+    check(byReferent(frame).size() == 1
+            && byReferent(frame).get(0).description.equals("agenttest.AgentSmoke$Frame#dispose was called"),
+        "watch=Frame#dispose fires on the dispose() Frame inherits from Window: " + byReferent(frame).size());
+    check(byReferent(fancy).size() == 1, "... and on a subclass of Frame: " + byReferent(fancy).size());
+    check(byReferent(dialog).isEmpty(), "... but not on another Window subclass: " + byReferent(dialog).size());
     // held here: after a dump the SDK releases its watches (they leave the watch set)
     KeyedWeakReference rs = hs.isEmpty() ? null : hs.get(0);
 
