@@ -181,6 +181,9 @@ static int serve(ld_server *s) {
     pthread_sigmask(SIG_BLOCK, &sigs, NULL);
     signal(SIGPIPE, SIG_IGN);
     ld_config_export(c);
+    char self_pid[16];
+    snprintf(self_pid, sizeof self_pid, "%d", (int)getpid());
+    setenv("LEAKD_SUPERVISOR_PID", self_pid, 1); /* workers stop if it dies (worker.c) */
     if (ld_metrics_init(&s->metrics) != 0) ld_warn("no shared memory for the workers' metrics: analysis counters are off");
     worker_slot *workers = calloc((size_t)c->workers, sizeof *workers);
     for (int i = 0; i < c->workers; i++) {

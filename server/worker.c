@@ -312,7 +312,10 @@ int ld_worker_main(const ld_config *cfg) {
     /* A worker lives only as long as its supervisor: if `leakd serve` is killed (even with
      * SIGKILL), its workers stop instead of claiming reports nobody supervises. */
     prctl(PR_SET_PDEATHSIG, SIGTERM);
-    if (getppid() == 1) stopping = 1;
+    /* The supervisor may have died before that call: compare with the pid it left us (it may
+     * itself be PID 1, in a container). */
+    const char *sup = getenv("LEAKD_SUPERVISOR_PID");
+    if (sup && atoi(sup) > 0 && getppid() != (pid_t)atoi(sup)) stopping = 1;
     char owner[200];
     ld_worker_owner(getpid(), owner, sizeof owner);
     metrics = ld_worker_metrics_attach();

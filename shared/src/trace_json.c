@@ -218,7 +218,7 @@ static lw_status decode(dec *d, json_t *root, lw_leak_report *r) {
     lw_status st;
     char where[96];
     if (!json_is_object(root)) return bad(d, "%s", "the document must be a JSON object");
-    int64_t format;
+    int64_t format = 0;
     if ((st = get_int(d, root, "format", &format, -1, -1, "document")) != LW_OK) return st;
     if (format != 1) return lw__fail(d->err, LW_ERR_FORMAT, "document: unsupported format %lld (this reader knows format 1)", (long long)format);
     r->format = 1;
@@ -229,7 +229,7 @@ static lw_status decode(dec *d, json_t *root, lw_leak_report *r) {
     }
     json_t *h = json_object_get(root, "heap");
     if (h && json_is_object(h)) {
-        int64_t v;
+        int64_t v = 0;
         if ((st = get_string(d, h, "hprof_version", 0, &r->hprof_version, "heap")) != LW_OK) return st;
         if ((st = get_int(d, h, "id_size", &v, 0, 0, "heap")) != LW_OK) return st;
         r->id_size = (unsigned)(v > 8 ? 0 : v);
@@ -271,7 +271,7 @@ static lw_status decode(dec *d, json_t *root, lw_leak_report *r) {
         if ((st = get_string(d, lo, "library_pattern", 0, &l->library_pattern, where)) != LW_OK) return st;
         if ((st = get_string(d, lo, "library_description", 0, &l->library_description, where)) != LW_OK) return st;
         if (l->library && !l->library_pattern) return bad(d, "%s: a library leak needs its library_pattern", where);
-        int64_t count;
+        int64_t count = 0;
         if ((st = get_int(d, lo, "count", &count, 1, 1, where)) != LW_OK) return st;
         l->count = (uint64_t)count;
         json_t *traces = json_object_get(lo, "traces");
