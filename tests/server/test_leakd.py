@@ -12,6 +12,7 @@ import hashlib
 import http.client
 import json
 import os
+import subprocess
 import signal
 import socket
 import sys
@@ -288,6 +289,32 @@ class T02_Ingest(ServerCase):
         self.assertEqual(self.report_row(rid, "blob_path, blob_bytes"),
                          [None, str(os.path.getsize(INPUTS.stripped("listener_list")))])
         self.assertNoUploadTmpFiles()
+
+    def test_android_fixture_analyzed_by_a_worker(self):
+        """The real Android dump of ../shared/fixtures, compressed and uploaded as a device
+        would: the worker finds what the fixture's README states."""
+        fixture = os.path.join(H.REPO, "..", "shared", "fixtures", "android", "leak_service_binder_ignored.hprof")
+        if not os.path.exists(fixture):
+            self.skipTest("SKIP: %s is absent (../shared/fixtures not beside the repository)" % fixture)
+        zst = os.path.join(self.server.tmp, "android.hprof.zst")
+        subprocess.run([H.LEAKSCAN_BIN, "strip", fixture, zst], check=True, capture_output=True)
+        app = self.new_app()
+        meta = H.make_meta(app.slug)
+        r = self.http.upload_file(app.ingest, meta, zst)
+        self.assertEqual(r.status, 202, r)
+        st, attempts, err, _ = self.wait_report(meta["report_id"], timeout=60)
+        self.assertEqual(st, "done", err)
+        sig = hashlib.sha1(b"com.example.leakcanary.LeakyService$MyBinderservice").hexdigest()
+        rep = self.http.get("/v1/reports/" + meta["report_id"], key=app.read).json
+        self.assertEqual(rep["leaks"], [{"signature": sig, "kind": "application",
+                                         "short_description": "LeakyService$MyBinder.service", "count": 1}])
+        g = self.http.get("/v1/apps/%s/leaks/%s" % (app.slug, sig), key=app.read).json
+        els = g["representative_trace"]["json"]["elements"]
+        self.assertEqual(g["representative_trace"]["json"]["gc_root"], "JNI_GLOBAL")
+        self.assertEqual([e["class"] for e in els],
+                         ["com.example.leakcanary.LeakyService$MyBinder", "com.example.leakcanary.LeakyService"])
+        self.assertEqual(els[0]["reference"], {"kind": "instance_field", "name": "service", "suspect": True})
+        self.assertEqual(els[-1]["key"], "6e524414-9581-4ce7-8690-e8ddf8b82454")
 
     def test_successful_analysis_leaves_no_temp_files(self):
         """BUG (found by this suite): the analysis child decompresses the blob to
