@@ -15,6 +15,7 @@
 #define LD_DB_ERR_CAP 1024
 #define LD_DB_MAX_CHANNELS 8
 #define LD_DB_CHANNEL_MAX 63 /* NAMEDATALEN - 1 */
+#define LD_DB_STMTS 64        /* statements prepared per connection */
 
 struct ld_db {
     PGconn *conn;
@@ -23,7 +24,19 @@ struct ld_db {
     char sqlstate[6];
     size_t n_channels; /* LISTENed channels, re-LISTENed after a reconnect */
     char channels[LD_DB_MAX_CHANNELS][LD_DB_CHANNEL_MAX + 1];
+    /* The SQL of statement "ld<i>", prepared on this session at first use: parsing and
+     * planning a statement like grouping's costs more than running it on a small batch. */
+    size_t n_stmts;
+    char *stmts[LD_DB_STMTS];
 };
+
+/* A new session (PQreset) has none of the old one's prepared statements. */
+static void forget_statements(ld_db *db)
+{
+    for (size_t i = 0; i < db->n_stmts; i++)
+        free(db->stmts[i]);
+    db->n_stmts = 0;
+}
 
 const char *ld_strerror(ld_status st)
 {
@@ -234,6 +247,7 @@ void ld_db_close(ld_db *db)
         return;
     if (db->conn)
         PQfinish(db->conn);
+    forget_statements(db);
     free(db);
 }
 
@@ -259,6 +273,7 @@ ld_status ld_db_check(ld_db *db)
         }
     }
     PQreset(db->conn);
+    forget_statements(db);
     if (PQstatus(db->conn) != CONNECTION_OK) {
         set_err(db, PQerrorMessage(db->conn));
         return LD_ERR_UNAVAILABLE;
@@ -290,7 +305,30 @@ ld_status ld_db_exec(ld_db *db, PGresult **out, const char *sql, int n, const ch
         return db ? ld_db_fail(db, LD_ERR_INTERNAL, "ld_db_exec: bad arguments") : LD_ERR_INTERNAL;
     if (!db->conn)
         return ld_db_fail(db, LD_ERR_UNAVAILABLE, "not connected");
-    return exec_result(db, PQexecParams(db->conn, sql, n, NULL, params, NULL, NULL, 0), out);
+    if (n == 0)
+        return exec_result(db, PQexecParams(db->conn, sql, n, NULL, params, NULL, NULL, 0), out);
+    size_t i;
+    char name[32];
+    for (i = 0; i < db->n_stmts; i++)
+        if (strcmp(db->stmts[i], sql) == 0)
+            break;
+    if (i == db->n_stmts && i < LD_DB_STMTS) {
+        char *copy = strdup(sql);
+        if (!copy)
+            return ld_db_fail(db, LD_ERR_NOMEM, "out of memory");
+        snprintf(name, sizeof name, "ld%zu", i);
+        PGresult *res = PQprepare(db->conn, name, sql, n, NULL);
+        ld_status st = exec_result(db, res, NULL);
+        if (st != LD_OK) {
+            free(copy);
+            return st;
+        }
+        db->stmts[db->n_stmts++] = copy;
+    }
+    if (i == db->n_stmts) /* the cache is full: parse and plan this one each time */
+        return exec_result(db, PQexecParams(db->conn, sql, n, NULL, params, NULL, NULL, 0), out);
+    snprintf(name, sizeof name, "ld%zu", i);
+    return exec_result(db, PQexecPrepared(db->conn, name, n, params, NULL, NULL, 0), out);
 }
 
 ld_status ld_db_exec_script(ld_db *db, const char *sql)
@@ -300,6 +338,11 @@ ld_status ld_db_exec_script(ld_db *db, const char *sql)
     if (!db->conn)
         return ld_db_fail(db, LD_ERR_UNAVAILABLE, "not connected");
     return exec_result(db, PQexec(db->conn, sql), NULL);
+}
+
+int ld_db_retryable(ld_db *db, ld_status st)
+{
+    return st == LD_ERR_UNAVAILABLE && db && db->conn && !db->broken && PQstatus(db->conn) == CONNECTION_OK;
 }
 
 ld_status ld_db_begin(ld_db *db)

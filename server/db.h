@@ -43,6 +43,10 @@ const char *ld_db_error(const ld_db *db);
  * LD_ERR_INTERNAL. */
 ld_status ld_db_exec(ld_db *db, PGresult **out, const char *sql, int n, const char *const *params);
 
+/* 1 when a transaction that failed with `st` is worth one more try on the same connection:
+ * a serialization failure or deadlock leaves the connection up, a lost connection does not. */
+int ld_db_retryable(ld_db *db, ld_status st);
+
 /* BEGIN / COMMIT / ROLLBACK. ld_db_rollback never fails (it drops a broken connection). */
 ld_status ld_db_begin(ld_db *db);
 ld_status ld_db_commit(ld_db *db);

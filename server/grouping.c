@@ -1,19 +1,15 @@
-/* grouping.c — leak groups: recompute each leak's signature, upsert its group and count
- * the report's occurrence once, under the group's row lock. */
+/* grouping.c — leak groups: the server's own signatures (ld_trace_validate), and the
+ * set-based grouping of stored reports, a whole batch in two statements. */
 #define _POSIX_C_SOURCE 200809L
 
 #include "grouping.h"
+
+#include "reports.h"
 
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-/* A leak of the report being grouped, with its recomputed signature. */
-typedef struct {
-    char signature[41];
-    size_t index; /* in rep->leaks */
-} sig_entry;
 
 /* A shallow copy of `t` whose element array is its own, so recomputing the suspect flags
  * leaves the caller's report untouched. Strings stay borrowed from `t`. */
@@ -42,154 +38,128 @@ static ld_status leak_signature(const lw_leak *l, char out[41]) {
     return LD_OK;
 }
 
-static int sig_cmp(const void *a, const void *b) {
-    const sig_entry *x = a, *y = b;
-    int c = strcmp(x->signature, y->signature);
-    if (c) return c;
-    return x->index < y->index ? -1 : x->index > y->index;
-}
-
-/* The representative trace as the "traces" element of the trace JSON: a one-leak, one-trace
- * report serialized with libleakcore; the SQL picks leaks[0].traces[0] out of it. The trace's
- * suspect flags are the recomputed ones. malloc'd, or NULL. */
-static char *representative_doc(const lw_leak *l) {
-    lw_trace copy;
-    if (trace_copy(&l->traces[0], &copy) != LD_OK) return NULL;
-    lw_trace_update_suspects(&copy);
-    lw_leak one = {.library = l->library, .count = 1, .traces = &copy, .trace_count = 1};
-    lw_leak_report doc = {.format = 1, .index_ms = -1, .paths_ms = -1, .retained_ms = -1, .leaks = &one, .leak_count = 1};
-    char *json = lw_leak_report_to_json(&doc, 0);
-    free(copy.elements);
-    return json;
-}
-
-/* Upserts the group of leak `l` (signature `sig`) and, when this report's occurrence of it is
- * new, adds it to the group's counters. The upsert's ON CONFLICT DO UPDATE takes the group's
- * row lock first, so a concurrent report of the same group waits for our commit and then
- * sees our occurrence (READ COMMITTED: each statement takes a fresh snapshot). */
-static ld_status group_one(ld_db *db, const char *app_id, const char *report_id, const char *app_version,
-                           const char *build, const char *install_id, const lw_leak *l, const char *sig) {
-    ld_status st;
-    PGresult *res = NULL;
-    char *rep_doc = NULL;
-    char group_id[32], count[32];
-
-    const lw_trace *t = &l->traces[0];
-    const lw_trace_element *last = &t->elements[t->element_count - 1];
-    const char *leaking_class = last->class_name ? last->class_name : "";
-    const char *pattern = l->library ? l->library_pattern : NULL;
-    const char *short_desc = l->short_description && *l->short_description ? l->short_description
-                             : pattern                                        ? pattern
-                                                                              : leaking_class;
-    rep_doc = representative_doc(l);
-    if (!rep_doc) {
-        st = LD_ERR_NOMEM;
-        goto out;
-    }
-    const char *up[] = {app_id, sig, l->library ? "library" : "application", short_desc, leaking_class,
-                        pattern, rep_doc, app_version, build};
-    st = ld_db_exec(db, &res,
-                    "INSERT INTO leak_groups (app_id, signature, kind, short_description, leaking_class,"
-                    "  library_pattern, representative, first_seen, last_seen, first_version, last_version,"
-                    "  first_build, last_build)"
-                    " VALUES ($1, $2, $3, $4, $5, $6, ($7::jsonb)->'leaks'->0->'traces'->0, now(), now(),"
-                    "  $8, $8, $9, $9)"
-                    " ON CONFLICT (app_id, signature) DO UPDATE SET grouping_version = leak_groups.grouping_version"
-                    " RETURNING id",
-                    9, up);
-    if (st != LD_OK) goto out;
-    if (PQntuples(res) != 1) {
-        st = LD_ERR_INTERNAL;
-        goto out;
-    }
-    snprintf(group_id, sizeof group_id, "%s", PQgetvalue(res, 0, 0));
-    PQclear(res);
-    res = NULL;
-
-    snprintf(count, sizeof count, "%" PRIu64, l->count > INT64_MAX ? (uint64_t)INT64_MAX : l->count);
-    const char *occ[] = {report_id, group_id, app_id, count, app_version, build, install_id};
-    st = ld_db_exec(db, &res,
-                    "INSERT INTO occurrences (report_id, group_id, app_id, leaked_objects, app_version, build, install_id)"
-                    " VALUES ($1::uuid, $2, $3, $4, $5, $6, $7)"
-                    " ON CONFLICT DO NOTHING RETURNING 1",
-                    7, occ);
-    if (st != LD_OK) goto out;
-    int inserted = PQntuples(res) == 1;
-    PQclear(res);
-    res = NULL;
-    if (!inserted) goto out; /* this report was counted before */
-
+/* Groups the leaks stored in reports.result of the given reports, set-based: one statement
+ * upserts every group the batch touches (its counters raised by the batch's sums, once per
+ * group however many reports hit it), inserts the occurrences and the devices; a second adds
+ * the devices that were new. The stored result's signatures and suspect flags are the
+ * server's own (ld_trace_validate, or the analyzer), so the representative is its first
+ * trace as stored. Groups are upserted in (app, signature) order: concurrent batches lock
+ * them in the same order and cannot deadlock. A report that already has occurrences was
+ * grouped before and adds nothing. */
+static const char group_sql[] =
+    "WITH src AS ("
+    "  SELECT r.app_id, r.id AS report_id, r.app_version, r.build, r.install_id, o.ord, l.leak, l.lord"
+    "  FROM unnest($1::bigint[], $2::uuid[]) WITH ORDINALITY AS o(app_id, id, ord)"
+    "  JOIN reports r ON r.app_id = o.app_id AND r.id = o.id"
+    "  CROSS JOIN LATERAL jsonb_array_elements(r.result->'leaks') WITH ORDINALITY AS l(leak, lord)"
+    "  WHERE NOT EXISTS (SELECT 1 FROM occurrences c WHERE c.report_id = r.id)),"
+    /* each (report, signature) once, by its first listing */
+    " occ_src AS ("
+    "  SELECT DISTINCT ON (report_id, leak->>'signature') app_id, report_id, app_version, build, install_id, ord,"
+    "    leak, leak->>'signature' AS sig,"
+    "    LEAST((leak->>'count')::numeric, 9223372036854775807)::bigint AS objects"
+    "  FROM src ORDER BY report_id, leak->>'signature', lord),"
+    /* what the batch adds to each group; on an equal build the later report is the newer */
+    " per_group AS ("
+    "  SELECT app_id, sig, count(*) AS n, LEAST(sum(objects), 9223372036854775807)::bigint AS objects,"
+    "    min(build) AS min_build, max(build) AS max_build,"
+    "    (array_agg(app_version ORDER BY build, ord))[1] AS first_version,"
+    "    (array_agg(app_version ORDER BY build DESC, ord DESC))[1] AS last_version,"
+    "    (array_agg(leak ORDER BY ord))[1] AS leak"
+    "  FROM occ_src GROUP BY app_id, sig),"
+    " grp AS ("
+    "  INSERT INTO leak_groups AS g (app_id, signature, kind, short_description, leaking_class, library_pattern,"
+    "    representative, occurrences, leaked_objects, first_seen, last_seen, first_version, last_version,"
+    "    first_build, last_build)"
+    "  SELECT app_id, sig, leak->>'kind',"
+    "    COALESCE(NULLIF(leak->>'short_description', ''), leak->>'library_pattern',"
+    "             leak->'traces'->0->'elements'->-1->>'class', ''),"
+    "    COALESCE(leak->'traces'->0->'elements'->-1->>'class', ''),"
+    "    leak->>'library_pattern', leak->'traces'->0, n, objects, now(), now(),"
+    "    first_version, last_version, min_build, max_build"
+    "  FROM per_group ORDER BY app_id, sig"
+    "  ON CONFLICT (app_id, signature) DO UPDATE SET"
+    "    occurrences = g.occurrences + EXCLUDED.occurrences,"
+    "    leaked_objects = LEAST(g.leaked_objects::numeric + EXCLUDED.leaked_objects, 9223372036854775807)::bigint,"
+    "    last_seen = now(),"
+    "    first_version = CASE WHEN EXCLUDED.first_build < g.first_build THEN EXCLUDED.first_version"
+    "      ELSE g.first_version END,"
+    "    first_build = LEAST(g.first_build, EXCLUDED.first_build),"
+    "    last_version = CASE WHEN EXCLUDED.last_build >= g.last_build THEN EXCLUDED.last_version"
+    "      ELSE g.last_version END,"
+    "    last_build = GREATEST(g.last_build, EXCLUDED.last_build),"
+    "    status = CASE WHEN g.status = 'fixed' AND g.fixed_in_build IS NOT NULL"
+    "      AND EXCLUDED.last_build > g.fixed_in_build THEN 'regressed' ELSE g.status END"
+    "  RETURNING g.id, g.app_id, g.signature),"
+    " occ AS ("
+    "  INSERT INTO occurrences (report_id, group_id, app_id, leaked_objects, app_version, build, install_id)"
+    "  SELECT o.report_id, grp.id, o.app_id, o.objects, o.app_version, o.build, o.install_id"
+    "  FROM occ_src o JOIN grp ON grp.app_id = o.app_id AND grp.signature = o.sig"
+    "  ON CONFLICT DO NOTHING RETURNING group_id, install_id),"
     /* An empty install_id (unknown device) is not a device. The device table outlives
      * retention, so a device seen again after its occurrences were purged is not new. */
-    int new_device = 0;
-    if (install_id[0]) {
-        const char *dev[] = {group_id, install_id};
-        st = ld_db_exec(db, &res,
-                        "INSERT INTO leak_group_devices (group_id, install_id) VALUES ($1, $2)"
-                        " ON CONFLICT DO NOTHING RETURNING 1",
-                        2, dev);
-        if (st != LD_OK) goto out;
-        new_device = PQntuples(res) == 1;
-        PQclear(res);
-        res = NULL;
-    }
-    /* On an equal build the newer occurrence (this one) becomes the last version; the older
-     * stays the first. */
-    const char *upd[] = {group_id, count, new_device ? "1" : "0", build, app_version};
-    st = ld_db_exec(db, NULL,
-                    "UPDATE leak_groups SET"
-                    "  occurrences = occurrences + 1,"
-                    "  leaked_objects = leaked_objects + $2,"
-                    "  devices = devices + $3::int,"
-                    "  last_seen = now(),"
-                    "  first_version = CASE WHEN $4::bigint < first_build THEN $5 ELSE first_version END,"
-                    "  first_build = LEAST(first_build, $4::bigint),"
-                    "  last_version = CASE WHEN $4::bigint >= last_build THEN $5 ELSE last_version END,"
-                    "  last_build = GREATEST(last_build, $4::bigint),"
-                    "  status = CASE WHEN status = 'fixed' AND fixed_in_build IS NOT NULL AND $4::bigint > fixed_in_build"
-                    "    THEN 'regressed' ELSE status END"
-                    " WHERE id = $1",
-                    5, upd);
+    " dev AS ("
+    "  INSERT INTO leak_group_devices (group_id, install_id)"
+    "  SELECT DISTINCT group_id, install_id FROM occ WHERE install_id <> ''"
+    "  ON CONFLICT DO NOTHING RETURNING group_id)"
+    " SELECT coalesce(array_agg(group_id ORDER BY group_id)::text, '{}'),"
+    "        coalesce(array_agg(n ORDER BY group_id)::text, '{}')"
+    " FROM (SELECT group_id, count(*) AS n FROM dev GROUP BY group_id) d";
 
-out:
-    PQclear(res);
-    free(rep_doc);
-    return st;
+/* Appends `s` to the array literal in `b` (PostgreSQL's text form, every element quoted). */
+static int array_add(char **b, size_t *len, size_t *cap, const char *s) {
+    size_t need = *len + strlen(s) + 4;
+    if (need > *cap) {
+        size_t ncap = *cap ? *cap * 2 : 256;
+        while (ncap < need) ncap *= 2;
+        char *n = realloc(*b, ncap);
+        if (!n) return -1;
+        *b = n;
+        *cap = ncap;
+    }
+    *len += (size_t)sprintf(*b + *len, "%s\"%s\"", *len ? "," : "{", s);
+    return 0;
 }
 
-ld_status ld_group_report(ld_db *db, int64_t app_id, const char *report_id, const char *app_version, int64_t build,
-                          const char *install_id, const lw_leak_report *rep) {
-    if (!db || !report_id || !rep) return LD_ERR_INVALID;
-    if (rep->leak_count == 0) return LD_OK;
-
+ld_status ld_group_reports(ld_db *db, size_t n, const int64_t *app_ids, const char *const *report_ids) {
+    if (!db || (n && (!app_ids || !report_ids))) return LD_ERR_INVALID;
+    if (n == 0) return LD_OK;
     ld_status st = LD_OK;
-    char app[32], bld[32];
-    snprintf(app, sizeof app, "%" PRId64, app_id);
-    snprintf(bld, sizeof bld, "%" PRId64, build);
-    sig_entry *sigs = calloc(rep->leak_count, sizeof *sigs);
-    if (!sigs) return LD_ERR_NOMEM;
-
-    for (size_t i = 0; i < rep->leak_count; i++) {
-        const lw_leak *l = &rep->leaks[i];
-        if (l->trace_count == 0 || l->traces[0].element_count == 0) {
+    PGresult *res = NULL;
+    char *apps = NULL, *ids = NULL;
+    size_t alen = 0, acap = 0, ilen = 0, icap = 0;
+    for (size_t i = 0; i < n; i++) {
+        char num[32];
+        if (!ld_uuid_valid(report_ids[i])) {
             st = LD_ERR_INVALID;
             goto out;
         }
-        if ((st = leak_signature(l, sigs[i].signature)) != LD_OK) goto out;
-        sigs[i].index = i;
+        snprintf(num, sizeof num, "%" PRId64, app_ids[i]);
+        if (array_add(&apps, &alen, &acap, num) || array_add(&ids, &ilen, &icap, report_ids[i])) {
+            st = LD_ERR_NOMEM;
+            goto out;
+        }
     }
-    /* Signature order: every transaction locks groups in the same order (no deadlock); a
-     * signature listed twice is grouped once, by its first listing. */
-    qsort(sigs, rep->leak_count, sizeof *sigs, sig_cmp);
-    for (size_t i = 0; i < rep->leak_count; i++) {
-        if (i > 0 && strcmp(sigs[i].signature, sigs[i - 1].signature) == 0) continue;
-        st = group_one(db, app, report_id, app_version ? app_version : "", bld, install_id ? install_id : "",
-                       &rep->leaks[sigs[i].index], sigs[i].signature);
-        if (st != LD_OK) goto out;
+    strcat(apps, "}"); /* array_add keeps 4 bytes spare */
+    strcat(ids, "}");
+    const char *p[] = {apps, ids};
+    if ((st = ld_db_exec(db, &res, group_sql, 2, p)) != LD_OK) goto out;
+    if (PQntuples(res) != 1) {
+        st = ld_db_fail(db, LD_ERR_INTERNAL, "grouping returned %d rows", PQntuples(res));
+        goto out;
+    }
+    if (strcmp(PQgetvalue(res, 0, 0), "{}") != 0) {
+        const char *d[] = {PQgetvalue(res, 0, 0), PQgetvalue(res, 0, 1)};
+        st = ld_db_exec(db, NULL,
+                        "UPDATE leak_groups g SET devices = g.devices + d.n"
+                        " FROM unnest($1::bigint[], $2::bigint[]) AS d(id, n) WHERE g.id = d.id",
+                        2, d);
     }
 
 out:
-    free(sigs);
+    PQclear(res);
+    free(apps);
+    free(ids);
     return st;
 }
 

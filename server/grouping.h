@@ -10,20 +10,20 @@
 #include "db.h"
 #include "leakcore.h"
 
-/* Groups every leak of `rep` (borrowed, not modified) for the report `report_id` of app
- * `app_id`, received from `install_id` running `app_version` / `build`. Must run inside the
- * caller's transaction (ld_db_begin ... ld_db_commit), in which the report row already
- * exists. For each distinct recomputed signature (application leak: the suspects of its
- * first trace recomputed from the statuses; library leak: its pattern): upserts the group
- * and, if this report's occurrence is new, adds it to the counters (occurrences,
- * leaked_objects, devices, last_seen, first/last version and build) and turns a `fixed`
- * group whose fixed_in_build < build into `regressed`. A report counted before is not
- * counted again. Groups are locked in signature order, so concurrent reports neither
- * double-count devices nor deadlock on each other.
- * LD_ERR_INVALID when a leak has no trace, a trace no element, or a library leak no
- * pattern; db errors as ld_db_exec maps them (the caller rolls back). */
-ld_status ld_group_report(ld_db *db, int64_t app_id, const char *report_id, const char *app_version, int64_t build,
-                          const char *install_id, const lw_leak_report *rep);
+/* Groups the leaks of `n` stored reports (report_ids[i] of app app_ids[i]) from their
+ * reports.result: must run inside the caller's transaction, in which the results are
+ * stored with the server's own signatures and suspect flags (ld_trace_validate, or the
+ * analyzer). For each distinct signature of each report: upserts the group (the first
+ * report's first trace is the representative of a new one) and adds the occurrence to the
+ * counters (occurrences, leaked_objects, devices by install_id, last_seen, first/last version
+ * and build, the later report being the newer on an equal build) and turns a `fixed` group
+ * whose fixed_in_build < build into `regressed`. Each group's row is written once per call,
+ * however many of the reports hit it. A report that already has occurrences was grouped
+ * before and counts nothing again. Groups are locked in (app, signature) order, so
+ * concurrent calls neither double-count devices nor deadlock on each other.
+ * LD_ERR_INVALID for a malformed id; db errors as ld_db_exec maps them (the caller rolls
+ * back). */
+ld_status ld_group_reports(ld_db *db, size_t n, const int64_t *app_ids, const char *const *report_ids);
 
 /* Checks a trace report sent by a device (`rep`, modified): every leak has at least one
  * trace and every trace at least one element; every reference's `suspect` flag agrees with

@@ -19,6 +19,7 @@
 #include "leakcore.h"
 #include "log.h"
 #include "multipart.h"
+#include "report_writer.h"
 #include "reports.h"
 #include "server.h"
 
@@ -270,6 +271,16 @@ static int fsync_dir(const char *dir) {
     return rc;
 }
 
+/* Sends the report object `obj` (stolen): 202 for a new report, 200 for a repeat. */
+static void answered(ld_req *r, json_t *obj, int created) {
+    ingest *in = r->state;
+    ld_respond_json(r, created ? 202 : 200, obj);
+    atomic_fetch_add(created ? &r->srv->metrics.reports_accepted : &r->srv->metrics.reports_repeated, 1);
+    if (created) atomic_fetch_add(&r->srv->metrics.upload_bytes, r->body_bytes);
+    ld_info("report %s of %s (%s, %llu bytes) %s", in->report_id, in->app_slug, in->want,
+            (unsigned long long)in->data_bytes, created ? "accepted" : "was already stored");
+}
+
 /* Answers with the stored report object: 202 for a new one, 200 for a repeat. */
 static void answer_report(ld_req *r, ld_db *db, int created) {
     ingest *in = r->state;
@@ -280,12 +291,9 @@ static void answer_report(ld_req *r, ld_db *db, int created) {
         ld_respond_retry_after(r, 5);
         return;
     }
-    ld_respond_json(r, created ? 202 : 200, obj);
-    atomic_fetch_add(created ? &r->srv->metrics.reports_accepted : &r->srv->metrics.reports_repeated, 1);
-    if (created) atomic_fetch_add(&r->srv->metrics.upload_bytes, r->body_bytes);
-    ld_info("report %s of %s (%s, %llu bytes) %s", in->report_id, in->app_slug, in->want,
-            (unsigned long long)in->data_bytes, created ? "accepted" : "was already stored");
+    answered(r, obj, created);
 }
+
 
 static void store_heap(ld_req *r, ld_db *db, ld_report_in *rin) {
     ingest *in = r->state;
@@ -340,10 +348,13 @@ static void store_heap(ld_req *r, ld_db *db, ld_report_in *rin) {
     }
 }
 
-static void store_traces(ld_req *r, ld_db *db, ld_report_in *rin) {
+/* Validated here, stored by the report writer with whatever else is waiting (one commit for
+ * the batch); the 202 is built from memory, a repeat is read back. */
+static void store_traces(ld_req *r, ld_report_in *rin) {
     ingest *in = r->state;
     lw_leak_report *rep = NULL;
     lw_error err = {0};
+    char *json = NULL;
     lw_json_limits lim = {r->srv->cfg.max_traces_bytes, 1000, 100, 10000, 64 << 10};
     if (lw_leak_report_from_json(in->traces ? in->traces : "", in->traces_len, &lim, &rep, &err) != LW_OK) {
         ld_respond_error(r, err.status == LW_ERR_LIMIT ? 413 : 400, "bad_traces", "%s", err.message);
@@ -352,19 +363,38 @@ static void store_traces(ld_req *r, ld_db *db, ld_report_in *rin) {
     char msg[512];
     ld_status st = ld_trace_validate(rep, msg, sizeof msg);
     if (st != LD_OK) {
-        lw_leak_report_free(rep);
         ld_respond_error(r, 400, "bad_traces", "%s", msg);
-        return;
+        goto out;
     }
-    int created = 0;
-    st = ld_report_insert_traces(db, rin, rep, &created);
-    lw_leak_report_free(rep);
-    if (st == LD_OK) answer_report(r, db, created);
-    else if (st == LD_ERR_CONFLICT) ld_respond_error(r, 409, "conflict", "this report_id belongs to another app");
-    else {
+    json = lw_leak_report_to_json(rep, 0);
+    if (!json) {
+        ld_respond_error(r, 503, "unavailable", "out of memory");
+        goto out;
+    }
+    ld_traces_item it = {.in = *rin, .result_json = json, .leaks_found = rep->leak_count};
+    st = ld_report_writer_store(r->srv->writer, &it);
+    if (st == LD_OK) st = it.st;
+    if (st == LD_OK && it.created) {
+        json_t *obj = ld_report_traces_object(&it, in->app_slug, rep);
+        if (!obj) {
+            ld_respond_error(r, 503, "unavailable", "stored, but out of memory; retry to read it");
+            goto out;
+        }
+        answered(r, obj, 1);
+    } else if (st == LD_OK) {
+        ld_db *db = ld_pool_get(r->srv->pool, 10000);
+        if (db) answer_report(r, db, 0);
+        else ld_respond_error(r, 503, "unavailable", "the database is unreachable; retry later");
+        ld_pool_put(r->srv->pool, db);
+    } else if (st == LD_ERR_CONFLICT) {
+        ld_respond_error(r, 409, "conflict", "this report_id belongs to another app");
+    } else {
         ld_respond_error(r, 503, "unavailable", "the report could not be recorded (%s); retry later", ld_strerror(st));
         ld_respond_retry_after(r, 10);
     }
+out:
+    free(json);
+    lw_leak_report_free(rep);
 }
 
 static void on_end(ld_req *r) {
@@ -384,16 +414,22 @@ static void on_end(ld_req *r) {
     }
     char *meta_text = json_dumps(in->meta_json, JSON_COMPACT);
     ld_report_in rin = {in->report_id, in->app_id, in->want, in->app_version, in->build, in->install_id, meta_text, NULL, 0};
-    ld_db *db = ld_pool_get(r->srv->pool, 10000);
-    if (!db) {
-        ld_respond_error(r, 503, "unavailable", "the database is unreachable; retry later");
-        ld_respond_retry_after(r, 10);
-    } else if (strcmp(in->want, "heap") == 0) {
-        store_heap(r, db, &rin);
-    } else {
-        store_traces(r, db, &rin);
+    if (!meta_text) {
+        ld_respond_error(r, 503, "unavailable", "out of memory");
+        return;
     }
-    ld_pool_put(r->srv->pool, db);
+    if (strcmp(in->want, "traces") == 0) {
+        store_traces(r, &rin);
+    } else {
+        ld_db *db = ld_pool_get(r->srv->pool, 10000);
+        if (!db) {
+            ld_respond_error(r, 503, "unavailable", "the database is unreachable; retry later");
+            ld_respond_retry_after(r, 10);
+        } else {
+            store_heap(r, db, &rin);
+        }
+        ld_pool_put(r->srv->pool, db);
+    }
     free(meta_text);
 }
 

@@ -18,11 +18,16 @@
 #include "log.h"
 #include "migrate.h"
 #include "queue.h"
+#include "report_writer.h"
 #include "reports.h"
 #include "server.h"
 #include "worker.h"
 
 #define LEAKD_VERSION "0.1.0"
+
+/* Reports per group commit: enough to amortize a commit, small enough that one statement
+ * stays a few milliseconds. */
+#define REPORT_BATCH_MAX 64
 
 extern char **environ;
 
@@ -171,6 +176,11 @@ static int serve(ld_server *s) {
         ld_error("cannot start: %s", s->auth ? "out of memory" : err);
         return 1;
     }
+    s->writer = ld_report_writer_start(c->database_url, c->db_writers, REPORT_BATCH_MAX, err, sizeof err);
+    if (!s->writer) {
+        ld_error("cannot start: %s", err);
+        return 1;
+    }
     /* Signals are taken by this thread with sigtimedwait; every thread inherits the mask. */
     sigset_t sigs;
     sigemptyset(&sigs);
@@ -244,6 +254,8 @@ static int serve(ld_server *s) {
         }
     }
     ld_http_stop(s);
+    ld_report_writer_stop(s->writer); /* after the requests that use it are gone */
+    s->writer = NULL;
     for (int i = 0; i < c->workers; i++)
         if (workers[i].pid > 0) kill(workers[i].pid, SIGTERM);
     double deadline = mono() + c->shutdown_timeout_s;

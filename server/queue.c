@@ -19,13 +19,6 @@ void ld_job_clear(ld_job *job) {
     memset(job, 0, sizeof *job);
 }
 
-/* A failure worth one more try: a serialization failure or deadlock leaves the connection
- * up, whereas a lost connection does not. */
-static int retryable(ld_db *db, ld_status st) {
-    PGconn *c = ld_db_conn(db);
-    return st == LD_ERR_UNAVAILABLE && c && PQstatus(c) == CONNECTION_OK;
-}
-
 static char *dup_value(const PGresult *res, int col) {
     return strdup(PQgetisnull(res, 0, col) ? "" : PQgetvalue(res, 0, col));
 }
@@ -144,19 +137,23 @@ static ld_status complete_once(ld_db *db, const ld_job *job, const char *owner, 
                        "UPDATE reports SET status = 'done', result = $5::jsonb, leaks_found = $6::int,"
                        " analyzed_at = now(), error = NULL, lease_owner = NULL, lease_until = NULL" LEASE_IS_OURS,
                        2, p);
-    if (st == LD_OK)
-        st = ld_group_report(db, job->app_id, job->report_id, job->app_version, job->build, job->install_id, rep);
+    const char *id = job->report_id;
+    if (st == LD_OK) st = ld_group_reports(db, 1, &job->app_id, &id);
     if (st == LD_OK) st = ld_db_commit(db);
     else ld_db_rollback(db);
     return st;
 }
 
-ld_status ld_job_complete(ld_db *db, const ld_job *job, const char *owner, const lw_leak_report *rep) {
+ld_status ld_job_complete(ld_db *db, const ld_job *job, const char *owner, lw_leak_report *rep) {
     if (!db || !job || !owner || !rep) return LD_ERR_INVALID;
+    /* The stored signatures are the server's (grouping reads them from the result). */
+    char msg[300];
+    if (ld_trace_validate(rep, msg, sizeof msg) != LD_OK)
+        return ld_db_fail(db, LD_ERR_INVALID, "the analysis result is inconsistent: %s", msg);
     char *json = lw_leak_report_to_json(rep, 0);
     if (!json) return LD_ERR_NOMEM;
     ld_status st = complete_once(db, job, owner, rep, json);
-    if (retryable(db, st)) st = complete_once(db, job, owner, rep, json);
+    if (ld_db_retryable(db, st)) st = complete_once(db, job, owner, rep, json);
     free(json);
     return st;
 }

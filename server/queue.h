@@ -51,10 +51,11 @@ ld_status ld_job_fail(ld_db *db, const ld_job *job, const char *owner, const cha
 
 /* In one transaction: checks the lease is still ours (else LD_ERR_NOT_FOUND and nothing is
  * written), sets 'done' with result = `rep` as trace JSON, leaks_found and analyzed_at,
- * clears the lease and error, and groups the leaks (ld_group_report) with the job's app
- * version, build and install id. Retried once after a serialization failure or deadlock.
- * `rep` is borrowed. */
-ld_status ld_job_complete(ld_db *db, const ld_job *job, const char *owner, const lw_leak_report *rep);
+ * clears the lease and error, and groups the leaks (ld_group_reports). `rep`'s signatures
+ * are first replaced by the server's own (ld_trace_validate): LD_ERR_INVALID, with the
+ * reason in ld_db_error, when its suspect flags disagree with its statuses. Retried once
+ * after a serialization failure or deadlock. */
+ld_status ld_job_complete(ld_db *db, const ld_job *job, const char *owner, lw_leak_report *rep);
 
 /* The supervisor's cleanup after a worker died: every report leased by `owner` goes back to
  * 'queued' at once (attempts kept: the crash used one). *n = how many (may be NULL). */

@@ -23,13 +23,6 @@ int ld_uuid_valid(const char *s) {
     return s[36] == '\0';
 }
 
-/* A failure worth one more try: a serialization failure or deadlock leaves the connection
- * up, whereas a lost connection does not. */
-static int retryable(ld_db *db, ld_status st) {
-    PGconn *c = ld_db_conn(db);
-    return st == LD_ERR_UNAVAILABLE && c && PQstatus(c) == CONNECTION_OK;
-}
-
 /* Inserts the report row (ON CONFLICT DO NOTHING) with `status`; for 'queued' also notifies
  * the workers, for 'done' stores `result` (trace JSON) and `leaks_found`. *created = 1 when
  * inserted; 0 when this app has it; LD_ERR_CONFLICT when another app has the id. */
@@ -89,32 +82,196 @@ ld_status ld_report_insert_queued(ld_db *db, const ld_report_in *in, int *create
     return insert_report(db, in, "queued", NULL, NULL, created);
 }
 
-/* One attempt of ld_report_insert_traces' transaction. */
-static ld_status insert_traces_once(ld_db *db, const ld_report_in *in, const lw_leak_report *rep, const char *json,
-                                    int *created) {
-    char nleaks[32];
-    snprintf(nleaks, sizeof nleaks, "%zu", rep->leak_count);
-    ld_status st = ld_db_begin(db);
-    if (st != LD_OK) return st;
-    st = insert_report(db, in, "done", json, nleaks, created);
-    if (st == LD_OK && *created)
-        st = ld_group_report(db, in->app_id, in->report_id, in->app_version, in->build, in->install_id, rep);
-    if (st == LD_OK && *created) st = ld_db_commit(db);
-    else ld_db_rollback(db); /* an error, or nothing was written */
-    if (st != LD_OK) *created = 0;
+/* A growing text buffer; `failed` sticks after an allocation failure. */
+typedef struct {
+    char *p;
+    size_t len, cap;
+    int failed;
+} text_buf;
+
+static void buf_add(text_buf *b, const char *s, size_t n) {
+    if (b->failed) return;
+    if (b->len + n + 1 > b->cap) {
+        size_t cap = b->cap ? b->cap : 4096;
+        while (cap < b->len + n + 1) cap *= 2;
+        char *p = realloc(b->p, cap);
+        if (!p) {
+            b->failed = 1;
+            return;
+        }
+        b->p = p;
+        b->cap = cap;
+    }
+    memcpy(b->p + b->len, s, n);
+    b->len += n;
+    b->p[b->len] = '\0';
+}
+
+static void buf_str(text_buf *b, const char *s) { buf_add(b, s, strlen(s)); }
+
+/* `s` as a JSON string (it is UTF-8: it came out of a JSON document). */
+static void buf_json_string(text_buf *b, const char *s) {
+    buf_add(b, "\"", 1);
+    for (const char *run = s;; s++) {
+        unsigned char c = (unsigned char)*s;
+        if (c && c >= 0x20 && c != '"' && c != '\\') continue;
+        buf_add(b, run, (size_t)(s - run));
+        if (!c) break;
+        char esc[8];
+        snprintf(esc, sizeof esc, c == '"' ? "\\\"" : c == '\\' ? "\\\\" : "\\u%04x", c);
+        buf_str(b, esc);
+        run = s + 1;
+    }
+    buf_add(b, "\"", 1);
+}
+
+/* The batch as one JSON array for the insert statement (parsed once by PostgreSQL), and
+ * the ids as an array literal. */
+static ld_status batch_doc(const ld_traces_item *items, size_t n, text_buf *doc, text_buf *ids) {
+    char num[64];
+    buf_str(doc, "[");
+    buf_str(ids, "{");
+    for (size_t i = 0; i < n; i++) {
+        const ld_report_in *in = &items[i].in;
+        if (!ld_uuid_valid(in->report_id) || !in->meta_json || !items[i].result_json || in->blob_path ||
+            !in->mode || strcmp(in->mode, "traces") != 0)
+            return LD_ERR_INVALID;
+        buf_str(doc, i ? ",{\"id\":\"" : "{\"id\":\"");
+        buf_str(doc, in->report_id);
+        snprintf(num, sizeof num, "\",\"app\":%" PRId64 ",\"build\":%" PRId64 ",\"leaks\":%zu,\"version\":", in->app_id,
+                 in->build, items[i].leaks_found);
+        buf_str(doc, num);
+        buf_json_string(doc, in->app_version ? in->app_version : "");
+        buf_str(doc, ",\"install\":");
+        buf_json_string(doc, in->install_id ? in->install_id : "");
+        buf_str(doc, ",\"meta\":");
+        buf_str(doc, in->meta_json);
+        buf_str(doc, ",\"result\":");
+        buf_str(doc, items[i].result_json);
+        buf_str(doc, "}");
+        buf_str(ids, i ? "," : "");
+        buf_str(ids, in->report_id);
+    }
+    buf_str(doc, "]");
+    buf_str(ids, "}");
+    return doc->failed || ids->failed ? LD_ERR_NOMEM : LD_OK;
+}
+
+/* One attempt of ld_reports_insert_traces' transaction. */
+static ld_status insert_traces_once(ld_db *db, ld_traces_item *items, size_t n, const char *doc, const char *ids) {
+    PGresult *res = NULL;
+    int64_t *apps = NULL;
+    const char **created = NULL;
+    size_t ncreated = 0;
+    ld_status st;
+
+    for (size_t i = 0; i < n; i++) {
+        items[i].st = LD_OK;
+        items[i].created = 0;
+        items[i].received_at[0] = '\0';
+    }
+    apps = malloc(n * sizeof *apps);
+    created = malloc(n * sizeof *created);
+    if (!apps || !created) {
+        st = LD_ERR_NOMEM;
+        goto out;
+    }
+    if ((st = ld_db_begin(db)) != LD_OK) goto out;
+    const char *p[] = {doc};
+    st = ld_db_exec(db, &res,
+                    "INSERT INTO reports (id, app_id, mode, status, app_version, build, install_id, meta, result,"
+                    "  leaks_found, analyzed_at)"
+                    " SELECT (x->>'id')::uuid, (x->>'app')::bigint, 'traces', 'done', x->>'version',"
+                    "  (x->>'build')::bigint, x->>'install', x->'meta', x->'result', (x->>'leaks')::int, now()"
+                    " FROM jsonb_array_elements($1::jsonb) WITH ORDINALITY AS b(x, ord) ORDER BY ord"
+                    " ON CONFLICT DO NOTHING"
+                    " RETURNING id::text, to_char(received_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"')",
+                    1, p);
+    if (st != LD_OK) goto out;
+    /* A report_id twice in one batch is inserted once: the first item with it is the new one. */
+    for (int r = 0; r < PQntuples(res); r++)
+        for (size_t i = 0; i < n; i++)
+            if (!items[i].created && strcmp(items[i].in.report_id, PQgetvalue(res, r, 0)) == 0) {
+                items[i].created = 1;
+                snprintf(items[i].received_at, sizeof items[i].received_at, "%s", PQgetvalue(res, r, 1));
+                apps[ncreated] = items[i].in.app_id;
+                created[ncreated++] = items[i].in.report_id;
+                break;
+            }
+    int repeats = PQntuples(res) < (int)n;
+    PQclear(res);
+    res = NULL;
+    if (repeats) {
+        /* Stored before (or by a transaction that committed meanwhile): whose is it? */
+        const char *q[] = {ids};
+        st = ld_db_exec(db, &res, "SELECT id::text, app_id FROM reports WHERE id = ANY($1::uuid[])", 1, q);
+        if (st != LD_OK) goto out;
+        for (size_t i = 0; i < n; i++) {
+            if (items[i].created) continue;
+            items[i].st = LD_ERR_UNAVAILABLE; /* deleted meanwhile: let the client retry */
+            for (int r = 0; r < PQntuples(res); r++)
+                if (strcmp(items[i].in.report_id, PQgetvalue(res, r, 0)) == 0)
+                    items[i].st = strtoll(PQgetvalue(res, r, 1), NULL, 10) == items[i].in.app_id ? LD_OK : LD_ERR_CONFLICT;
+        }
+    }
+    if (ncreated) st = ld_group_reports(db, ncreated, apps, created);
+    if (st == LD_OK) st = ld_db_commit(db);
+
+out:
+    if (st != LD_OK) {
+        ld_db_rollback(db);
+        for (size_t i = 0; i < n; i++) items[i].created = 0;
+    }
+    PQclear(res);
+    free(apps);
+    free(created);
+    return st;
+}
+
+ld_status ld_reports_insert_traces(ld_db *db, ld_traces_item *items, size_t n) {
+    if (!db || (n && !items)) return LD_ERR_INVALID;
+    if (n == 0) return LD_OK;
+    text_buf doc = {0}, ids = {0};
+    ld_status st = batch_doc(items, n, &doc, &ids);
+    if (st == LD_OK) st = insert_traces_once(db, items, n, doc.p, ids.p);
+    if (ld_db_retryable(db, st)) st = insert_traces_once(db, items, n, doc.p, ids.p);
+    free(doc.p);
+    free(ids.p);
     return st;
 }
 
 ld_status ld_report_insert_traces(ld_db *db, const ld_report_in *in, const lw_leak_report *rep, int *created) {
     if (!db || !in || !rep || !created) return LD_ERR_INVALID;
     *created = 0;
-    if (!in->mode || strcmp(in->mode, "traces") != 0 || in->blob_path) return LD_ERR_INVALID;
+    ld_traces_item it = {.in = *in, .leaks_found = rep->leak_count};
     char *json = lw_leak_report_to_json(rep, 0);
     if (!json) return LD_ERR_NOMEM;
-    ld_status st = insert_traces_once(db, in, rep, json, created);
-    if (retryable(db, st)) st = insert_traces_once(db, in, rep, json, created);
+    it.result_json = json;
+    ld_status st = ld_reports_insert_traces(db, &it, 1);
     free(json);
-    return st;
+    if (st != LD_OK) return st;
+    *created = it.created;
+    return it.st;
+}
+
+json_t *ld_report_traces_object(const ld_traces_item *it, const char *app_slug, const lw_leak_report *rep) {
+    json_t *leaks = json_array();
+    for (size_t i = 0; leaks && i < rep->leak_count; i++) {
+        const lw_leak *l = &rep->leaks[i];
+        json_t *o = json_pack("{s:s, s:s, s:s?, s:I}", "signature", l->signature, "kind",
+                              l->library ? "library" : "application", "short_description", l->short_description,
+                              "count", (json_int_t)(l->count > INT64_MAX ? INT64_MAX : l->count));
+        if (!o || json_array_append_new(leaks, o) != 0) {
+            json_decref(leaks);
+            return NULL;
+        }
+    }
+    if (!leaks) return NULL;
+    return json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:I, s:i, s:n, s:s, s:I, s:o}", "id", it->in.report_id, "app",
+                     app_slug, "status", "done", "mode", "traces", "received_at", it->received_at, "app_version",
+                     it->in.app_version ? it->in.app_version : "", "build", (json_int_t)it->in.build, "attempts", 0,
+                     "error", "analyzed_at", it->received_at, "leaks_found", (json_int_t)rep->leak_count, "leaks",
+                     leaks);
 }
 
 ld_status ld_report_get(ld_db *db, int64_t app_id, const char *report_id, json_t **out) {

@@ -32,12 +32,33 @@ int ld_uuid_valid(const char *s);
  * when the id belongs to a report of another app; LD_ERR_INVALID for a malformed id. */
 ld_status ld_report_insert_queued(ld_db *db, const ld_report_in *in, int *created);
 
-/* Inserts a traces report in one transaction: status 'done', result = `rep` as trace JSON,
- * leaks_found, analyzed_at; when it was new (*created = 1), groups its leaks
- * (ld_group_report). `rep` must have passed ld_trace_validate. A repeated id of the same app
- * gives *created = 0 and changes nothing; of another app, LD_ERR_CONFLICT. The transaction
- * is retried once after a serialization failure or deadlock. */
+/* A traces report for ld_reports_insert_traces, and what became of it. */
+typedef struct ld_traces_item {
+    ld_report_in in;          /* mode "traces", no blob */
+    const char *result_json;  /* the report, after ld_trace_validate, as trace JSON */
+    size_t leaks_found;
+    /* Set when ld_reports_insert_traces returns LD_OK: */
+    ld_status st;             /* LD_OK (stored now, or before by the same app), LD_ERR_CONFLICT (the
+                               * id is another app's), LD_ERR_UNAVAILABLE (deleted meanwhile) */
+    int created;              /* 1: stored by this call */
+    char received_at[24];     /* RFC 3339 UTC, when created */
+} ld_traces_item;
+
+/* Stores `n` traces reports in one transaction (one commit for the batch): each new one as
+ * 'done' with its result, leaks_found and analyzed_at, then all the new ones grouped at once
+ * (ld_group_reports). A repeated id (stored before, or earlier in the same batch) changes
+ * nothing. LD_OK when the transaction committed, with each item's outcome in it; any other
+ * status means nothing was stored (the caller may retry, or split the batch to find a bad
+ * item). Retried once after a serialization failure or deadlock. */
+ld_status ld_reports_insert_traces(ld_db *db, ld_traces_item *items, size_t n);
+
+/* One traces report (a batch of one): *created = 1 when stored now, 0 when this app has it;
+ * LD_ERR_CONFLICT when another app has the id. `rep` must have passed ld_trace_validate. */
 ld_status ld_report_insert_traces(ld_db *db, const ld_report_in *in, const lw_leak_report *rep, int *created);
+
+/* The report object (as ld_report_get gives it) of a traces report just created by
+ * ld_reports_insert_traces, built without asking the database. NULL when out of memory. */
+json_t *ld_report_traces_object(const ld_traces_item *it, const char *app_slug, const lw_leak_report *rep);
 
 /* The report object of the API (GET /v1/reports/{id}, answer of POST /v1/reports):
  * {"id","app","status","mode","received_at","app_version","build","attempts","error",

@@ -21,6 +21,7 @@ typedef struct ld_server {
     ld_pool *pool;
     ld_auth *auth;
     ld_quota *quota;
+    struct ld_report_writer *writer; /* stores traces reports by group commit */
     ld_metrics metrics;
     char blob_dir[1100];
     char tmp_dir[1100];

@@ -296,6 +296,11 @@ static void run_job(const ld_config *cfg, ld_db *db, const char *owner, ld_job *
             }
             else if (st == LD_ERR_NOT_FOUND)
                 ld_warn("report %s: finished after losing the lease; the result is dropped", job->report_id);
+            else if (st == LD_ERR_INVALID) {
+                snprintf(msg, sizeof msg, "%.600s", ld_db_error(db));
+                ld_error("report %s: %s", job->report_id, msg);
+                fail_job(db, job, owner, msg, 1, cfg->max_attempts);
+            }
             else
                 ld_error("report %s: cannot store the result (%s); it will be analyzed again", job->report_id, ld_strerror(st));
             lw_leak_report_free(rep);

@@ -1,0 +1,220 @@
+/* report_writer.c — one thread, one connection, a queue of waiting requests. */
+#define _GNU_SOURCE
+#include "report_writer.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "log.h"
+
+/* A batch stops growing past this much trace JSON (one report alone may be larger). */
+#define BATCH_BYTES (4u << 20)
+
+/* A request waiting for its report to be stored; lives on the request thread's stack. */
+typedef struct job {
+    ld_traces_item *item;
+    size_t bytes;
+    ld_status st;
+    int done;
+    pthread_cond_t cv;
+    struct job *next;
+} job;
+
+/* A writer thread's own: its connection and batch arrays. */
+typedef struct writer_thread {
+    struct ld_report_writer *w;
+    pthread_t thread;
+    int started;
+    ld_db *db;
+    int db_down;          /* logged as unreachable; logged again when it is back */
+    job **batch;
+    ld_traces_item *items;
+} writer_thread;
+
+struct ld_report_writer {
+    pthread_mutex_t mu;
+    pthread_cond_t work;
+    job *head, *tail;
+    int stopping;
+    char *url;
+    size_t max_batch;
+    int nthreads;
+    writer_thread *threads;
+    atomic_ullong batches, reports;
+};
+
+/* One transaction for items[0..n); reconnects and tries once more after an outage (safe: a
+ * batch that did commit before the connection broke comes back as repeats). */
+static ld_status store(writer_thread *t, ld_traces_item *items, size_t n) {
+    ld_report_writer *w = t->w;
+    char err[512];
+    if (!t->db) {
+        t->db = ld_db_connect(w->url, err, sizeof err);
+        if (!t->db) {
+            if (!t->db_down) ld_warn("traces reports: database unreachable: %s", err);
+            t->db_down = 1;
+            return LD_ERR_UNAVAILABLE;
+        }
+    }
+    ld_status st = ld_reports_insert_traces(t->db, items, n);
+    if (st == LD_ERR_UNAVAILABLE && ld_db_check(t->db) == LD_OK) st = ld_reports_insert_traces(t->db, items, n);
+    if (st == LD_ERR_UNAVAILABLE) {
+        if (!t->db_down) ld_warn("traces reports: database unreachable: %s", ld_db_error(t->db));
+        t->db_down = 1;
+    } else if (t->db_down) {
+        ld_info("traces reports: database reachable again");
+        t->db_down = 0;
+    }
+    if (st == LD_OK) {
+        atomic_fetch_add(&w->batches, 1);
+        atomic_fetch_add(&w->reports, n);
+    }
+    return st;
+}
+
+/* Stores batch[0..n) and sets each job's status; a batch that fails for a reason other than
+ * an outage is split, so that one bad report fails alone. */
+static void run_batch(writer_thread *t, size_t n) {
+    for (size_t i = 0; i < n; i++) t->items[i] = *t->batch[i]->item;
+    ld_status st = store(t, t->items, n);
+    if (st != LD_OK && st != LD_ERR_UNAVAILABLE && n > 1) {
+        for (size_t i = 0; i < n; i++) {
+            t->batch[i]->st = store(t, &t->items[i], 1);
+            *t->batch[i]->item = t->items[i];
+        }
+    } else {
+        for (size_t i = 0; i < n; i++) {
+            t->batch[i]->st = st;
+            *t->batch[i]->item = t->items[i];
+        }
+    }
+    for (size_t i = 0; i < n; i++)
+        if (t->batch[i]->st != LD_OK && t->batch[i]->st != LD_ERR_UNAVAILABLE)
+            ld_error("traces report %s could not be stored (%s): %s", t->batch[i]->item->in.report_id,
+                     ld_strerror(t->batch[i]->st), t->db ? ld_db_error(t->db) : "no connection");
+}
+
+static void *writer_main(void *arg) {
+    writer_thread *t = arg;
+    ld_report_writer *w = t->w;
+    pthread_mutex_lock(&w->mu);
+    for (;;) {
+        while (!w->head && !w->stopping) pthread_cond_wait(&w->work, &w->mu);
+        if (!w->head) break; /* stopping, and nothing left */
+        size_t n = 0, bytes = 0;
+        while (w->head && n < w->max_batch && (n == 0 || bytes + w->head->bytes <= BATCH_BYTES)) {
+            job *j = w->head;
+            w->head = j->next;
+            if (!w->head) w->tail = NULL;
+            bytes += j->bytes;
+            t->batch[n++] = j;
+        }
+        pthread_mutex_unlock(&w->mu);
+        run_batch(t, n);
+        pthread_mutex_lock(&w->mu);
+        for (size_t i = 0; i < n; i++) {
+            t->batch[i]->done = 1;
+            pthread_cond_signal(&t->batch[i]->cv);
+        }
+    }
+    pthread_mutex_unlock(&w->mu);
+    return NULL;
+}
+
+static void writer_free(ld_report_writer *w) {
+    for (int i = 0; i < w->nthreads; i++) {
+        ld_db_close(w->threads[i].db);
+        free(w->threads[i].batch);
+        free(w->threads[i].items);
+    }
+    pthread_mutex_destroy(&w->mu);
+    pthread_cond_destroy(&w->work);
+    free(w->threads);
+    free(w->url);
+    free(w);
+}
+
+/* Stops and joins the threads that started. */
+static void writer_join(ld_report_writer *w) {
+    pthread_mutex_lock(&w->mu);
+    w->stopping = 1;
+    pthread_cond_broadcast(&w->work);
+    pthread_mutex_unlock(&w->mu);
+    for (int i = 0; i < w->nthreads; i++)
+        if (w->threads[i].started) pthread_join(w->threads[i].thread, NULL);
+}
+
+ld_report_writer *ld_report_writer_start(const char *db_url, int threads, size_t max_batch, char *err, size_t cap) {
+    if (!db_url || threads < 1 || max_batch < 1) {
+        snprintf(err, cap, "ld_report_writer_start: bad arguments");
+        return NULL;
+    }
+    ld_report_writer *w = calloc(1, sizeof *w);
+    if (!w) {
+        snprintf(err, cap, "out of memory");
+        return NULL;
+    }
+    pthread_mutex_init(&w->mu, NULL);
+    pthread_cond_init(&w->work, NULL);
+    w->max_batch = max_batch;
+    w->url = strdup(db_url);
+    w->threads = calloc((size_t)threads, sizeof *w->threads);
+    if (!w->url || !w->threads) goto nomem;
+    w->nthreads = threads;
+    for (int i = 0; i < threads; i++) {
+        writer_thread *t = &w->threads[i];
+        t->w = w;
+        t->batch = calloc(max_batch, sizeof *t->batch);
+        t->items = calloc(max_batch, sizeof *t->items);
+        if (!t->batch || !t->items) goto nomem;
+    }
+    for (int i = 0; i < threads; i++) {
+        int rc = pthread_create(&w->threads[i].thread, NULL, writer_main, &w->threads[i]);
+        if (rc != 0) {
+            snprintf(err, cap, "cannot start the report writer: %s", strerror(rc));
+            writer_join(w);
+            writer_free(w);
+            return NULL;
+        }
+        w->threads[i].started = 1;
+    }
+    return w;
+
+nomem:
+    snprintf(err, cap, "out of memory");
+    writer_free(w);
+    return NULL;
+}
+
+ld_status ld_report_writer_store(ld_report_writer *w, ld_traces_item *item) {
+    if (!w || !item || !item->result_json) return LD_ERR_INVALID;
+    job j = {.item = item, .bytes = strlen(item->result_json) + (item->in.meta_json ? strlen(item->in.meta_json) : 0)};
+    pthread_cond_init(&j.cv, NULL);
+    pthread_mutex_lock(&w->mu);
+    if (w->stopping) {
+        j.st = LD_ERR_UNAVAILABLE;
+    } else {
+        if (w->tail) w->tail->next = &j;
+        else w->head = &j;
+        w->tail = &j;
+        pthread_cond_signal(&w->work);
+        while (!j.done) pthread_cond_wait(&j.cv, &w->mu);
+    }
+    pthread_mutex_unlock(&w->mu);
+    pthread_cond_destroy(&j.cv);
+    return j.st;
+}
+
+void ld_report_writer_stop(ld_report_writer *w) {
+    if (!w) return;
+    writer_join(w);
+    writer_free(w);
+}
+
+void ld_report_writer_stats(ld_report_writer *w, unsigned long long *batches, unsigned long long *reports) {
+    *batches = w ? atomic_load(&w->batches) : 0;
+    *reports = w ? atomic_load(&w->reports) : 0;
+}

@@ -1,0 +1,36 @@
+/* report_writer.h — stores traces reports by group commit. Request threads hand their
+ * validated report to a writer thread and wait; a writer takes everything that queued up
+ * while it was busy (up to a cap) and stores it with one transaction and one commit
+ * (ld_reports_insert_traces), so PostgreSQL's per-transaction cost and each group's row
+ * update are paid once per batch, not once per report. Nothing is waited for on purpose: a
+ * lone report is stored at once, and batches grow only with the load. */
+#ifndef LD_REPORT_WRITER_H
+#define LD_REPORT_WRITER_H
+
+#include <stddef.h>
+
+#include "db.h"
+#include "reports.h"
+
+typedef struct ld_report_writer ld_report_writer;
+
+/* Starts `threads` writer threads, each with its own connection to `db_url` (opened on first
+ * use and reopened after a failure): while one batch commits, the next is stored by another.
+ * `max_batch` reports at most per transaction. NULL when out of memory or a thread cannot
+ * start, with the reason in `err`. */
+ld_report_writer *ld_report_writer_start(const char *db_url, int threads, size_t max_batch, char *err, size_t cap);
+
+/* Stores `item` (see ld_traces_item) and returns when it is committed or has failed: LD_OK
+ * with the item's outcome set, or LD_ERR_UNAVAILABLE (the database cannot be reached, or the
+ * writer is stopping: answer 503) or another error for this item alone (a batch that fails
+ * is split so that one bad report does not fail the others). Thread-safe. */
+ld_status ld_report_writer_store(ld_report_writer *w, ld_traces_item *item);
+
+/* Stores what is queued, stops the thread and frees the writer. Callers of
+ * ld_report_writer_store must be gone (the HTTP server stopped). NULL is a no-op. */
+void ld_report_writer_stop(ld_report_writer *w);
+
+/* Counters for /metrics: batches committed and reports in them. */
+void ld_report_writer_stats(ld_report_writer *w, unsigned long long *batches, unsigned long long *reports);
+
+#endif
