@@ -5,6 +5,7 @@
 #include <stdlib.h>
 
 #include "common.h"
+#include "json_writer.h"
 #include "trace_builder.h"
 
 static const char *leaking_word(lw_leaking l) { return l == LW_LEAKING_YES ? "YES" : l == LW_LEAKING_NO ? "NO" : "UNKNOWN"; }
@@ -18,89 +19,135 @@ static const char *ref_word(lw_ref_kind k) {
     }
 }
 
-static json_t *str_or_null(const char *s) { return s ? json_string(s) : json_null(); }
-
-static json_t *element_json(const lw_trace_element *e, int last) {
-    json_t *o = json_object();
-    json_object_set_new(o, "class", json_string(e->class_name ? e->class_name : ""));
-    json_object_set_new(o, "object_kind", json_string(kind_word(e->object_kind)));
-    json_object_set_new(o, "leaking", json_string(leaking_word(e->leaking)));
-    json_object_set_new(o, "reason", json_string(e->reason ? e->reason : ""));
+static void element_json(lw__jw *w, const lw_trace_element *e, int last) {
+    lw__jw_open(w, '{');
+    lw__jw_key(w, "class");
+    lw__jw_string(w, e->class_name ? e->class_name : "");
+    lw__jw_key(w, "object_kind");
+    lw__jw_string(w, kind_word(e->object_kind));
+    lw__jw_key(w, "leaking");
+    lw__jw_string(w, leaking_word(e->leaking));
+    lw__jw_key(w, "reason");
+    lw__jw_string(w, e->reason ? e->reason : "");
     if (e->label_count) {
-        json_t *a = json_array();
-        for (size_t i = 0; i < e->label_count; i++) json_array_append_new(a, json_string(e->labels[i]));
-        json_object_set_new(o, "labels", a);
+        lw__jw_key(w, "labels");
+        lw__jw_open(w, '[');
+        for (size_t i = 0; i < e->label_count; i++) lw__jw_string(w, e->labels[i] ? e->labels[i] : "");
+        lw__jw_close(w, ']');
     }
     if (!last && e->has_reference) {
-        json_t *r = json_object();
-        json_object_set_new(r, "kind", json_string(ref_word(e->ref_kind)));
-        if (e->ref_kind == LW_REF_ARRAY_ELEMENT) json_object_set_new(r, "index", json_integer((json_int_t)e->ref_index));
-        else json_object_set_new(r, "name", json_string(e->ref_name ? e->ref_name : ""));
-        json_object_set_new(r, "suspect", json_boolean(e->suspect));
-        json_object_set_new(o, "reference", r);
+        lw__jw_key(w, "reference");
+        lw__jw_open(w, '{');
+        lw__jw_key(w, "kind");
+        lw__jw_string(w, ref_word(e->ref_kind));
+        if (e->ref_kind == LW_REF_ARRAY_ELEMENT) {
+            lw__jw_key(w, "index");
+            lw__jw_int(w, (int64_t)e->ref_index);
+        } else {
+            lw__jw_key(w, "name");
+            lw__jw_string(w, e->ref_name ? e->ref_name : "");
+        }
+        lw__jw_key(w, "suspect");
+        lw__jw_bool(w, e->suspect);
+        lw__jw_close(w, '}');
     }
     if (last) {
-        if (e->key) json_object_set_new(o, "key", json_string(e->key));
-        if (e->description) json_object_set_new(o, "description", json_string(e->description));
-        if (e->watch_ms >= 0) json_object_set_new(o, "watch_ms", json_integer(e->watch_ms));
-        if (e->retained_ms >= 0) json_object_set_new(o, "retained_ms", json_integer(e->retained_ms));
-        if (e->retained_bytes >= 0) json_object_set_new(o, "retained_bytes", json_integer(e->retained_bytes));
-        if (e->retained_objects >= 0) json_object_set_new(o, "retained_objects", json_integer(e->retained_objects));
+        if (e->key) {
+            lw__jw_key(w, "key");
+            lw__jw_string(w, e->key);
+        }
+        if (e->description) {
+            lw__jw_key(w, "description");
+            lw__jw_string(w, e->description);
+        }
+        const struct { const char *name; int64_t v; } nums[] = {{"watch_ms", e->watch_ms},
+                                                                {"retained_ms", e->retained_ms},
+                                                                {"retained_bytes", e->retained_bytes},
+                                                                {"retained_objects", e->retained_objects}};
+        for (size_t i = 0; i < sizeof nums / sizeof nums[0]; i++)
+            if (nums[i].v >= 0) {
+                lw__jw_key(w, nums[i].name);
+                lw__jw_int(w, nums[i].v);
+            }
     }
-    return o;
+    lw__jw_close(w, '}');
 }
 
 char *lw_leak_report_to_json(const lw_leak_report *r, int pretty) {
     if (!r) return NULL;
-    json_t *root = json_object();
-    json_object_set_new(root, "format", json_integer(r->format ? r->format : 1));
-    json_t *an = json_object();
-    json_object_set_new(an, "name", json_string(r->analyzer_name ? r->analyzer_name : "leakwatch"));
-    json_object_set_new(an, "version", json_string(r->analyzer_version ? r->analyzer_version : LW_CORE_VERSION_STRING));
-    json_object_set_new(root, "analyzer", an);
+    lw__jw w;
+    lw__jw_init(&w, pretty);
+    lw__jw_open(&w, '{');
+    lw__jw_key(&w, "format");
+    lw__jw_int(&w, r->format ? r->format : 1);
+    lw__jw_key(&w, "analyzer");
+    lw__jw_open(&w, '{');
+    lw__jw_key(&w, "name");
+    lw__jw_string(&w, r->analyzer_name ? r->analyzer_name : "leakwatch");
+    lw__jw_key(&w, "version");
+    lw__jw_string(&w, r->analyzer_version ? r->analyzer_version : LW_CORE_VERSION_STRING);
+    lw__jw_close(&w, '}');
     if (r->hprof_version) {
-        json_t *h = json_object();
-        json_object_set_new(h, "hprof_version", json_string(r->hprof_version));
-        json_object_set_new(h, "id_size", json_integer(r->id_size));
-        json_object_set_new(h, "objects", json_integer((json_int_t)r->objects));
-        json_object_set_new(h, "bytes", json_integer((json_int_t)r->bytes));
-        json_object_set_new(root, "heap", h);
+        lw__jw_key(&w, "heap");
+        lw__jw_open(&w, '{');
+        lw__jw_key(&w, "hprof_version");
+        lw__jw_string(&w, r->hprof_version);
+        lw__jw_key(&w, "id_size");
+        lw__jw_int(&w, r->id_size);
+        lw__jw_key(&w, "objects");
+        lw__jw_int(&w, (int64_t)r->objects);
+        lw__jw_key(&w, "bytes");
+        lw__jw_int(&w, (int64_t)r->bytes);
+        lw__jw_close(&w, '}');
     }
-    json_t *d = json_object();
-    if (r->index_ms >= 0) json_object_set_new(d, "index", json_integer(r->index_ms));
-    if (r->paths_ms >= 0) json_object_set_new(d, "paths", json_integer(r->paths_ms));
-    if (r->retained_ms >= 0) json_object_set_new(d, "retained", json_integer(r->retained_ms));
-    json_object_set_new(root, "duration_ms", d);
-    json_t *leaks = json_array();
+    lw__jw_key(&w, "duration_ms");
+    lw__jw_open(&w, '{');
+    const struct { const char *name; int64_t v; } phases[] = {
+        {"index", r->index_ms}, {"paths", r->paths_ms}, {"retained", r->retained_ms}};
+    for (size_t i = 0; i < sizeof phases / sizeof phases[0]; i++)
+        if (phases[i].v >= 0) {
+            lw__jw_key(&w, phases[i].name);
+            lw__jw_int(&w, phases[i].v);
+        }
+    lw__jw_close(&w, '}');
+    lw__jw_key(&w, "leaks");
+    lw__jw_open(&w, '[');
     for (size_t i = 0; i < r->leak_count; i++) {
         const lw_leak *l = &r->leaks[i];
-        json_t *lo = json_object();
-        json_object_set_new(lo, "signature", json_string(l->signature));
-        json_object_set_new(lo, "kind", json_string(l->library ? "library" : "application"));
-        json_object_set_new(lo, "short_description", json_string(l->short_description ? l->short_description : ""));
-        json_object_set_new(lo, "library_pattern", str_or_null(l->library_pattern));
-        if (l->library_description) json_object_set_new(lo, "library_description", json_string(l->library_description));
-        json_object_set_new(lo, "count", json_integer((json_int_t)l->count));
-        json_t *traces = json_array();
+        lw__jw_open(&w, '{');
+        lw__jw_key(&w, "signature");
+        lw__jw_string(&w, l->signature);
+        lw__jw_key(&w, "kind");
+        lw__jw_string(&w, l->library ? "library" : "application");
+        lw__jw_key(&w, "short_description");
+        lw__jw_string(&w, l->short_description ? l->short_description : "");
+        lw__jw_key(&w, "library_pattern");
+        lw__jw_string(&w, l->library_pattern);
+        if (l->library_description) {
+            lw__jw_key(&w, "library_description");
+            lw__jw_string(&w, l->library_description);
+        }
+        lw__jw_key(&w, "count");
+        lw__jw_int(&w, (int64_t)l->count);
+        lw__jw_key(&w, "traces");
+        lw__jw_open(&w, '[');
         for (size_t j = 0; j < l->trace_count; j++) {
             const lw_trace *t = &l->traces[j];
-            json_t *to = json_object();
-            json_object_set_new(to, "gc_root", json_string(t->gc_root ? t->gc_root : "UNKNOWN"));
-            json_t *els = json_array();
-            for (size_t k = 0; k < t->element_count; k++)
-                json_array_append_new(els, element_json(&t->elements[k], k + 1 == t->element_count));
-            json_object_set_new(to, "elements", els);
-            json_array_append_new(traces, to);
+            lw__jw_open(&w, '{');
+            lw__jw_key(&w, "gc_root");
+            lw__jw_string(&w, t->gc_root ? t->gc_root : "UNKNOWN");
+            lw__jw_key(&w, "elements");
+            lw__jw_open(&w, '[');
+            for (size_t k = 0; k < t->element_count; k++) element_json(&w, &t->elements[k], k + 1 == t->element_count);
+            lw__jw_close(&w, ']');
+            lw__jw_close(&w, '}');
         }
-        json_object_set_new(lo, "traces", traces);
-        json_array_append_new(leaks, lo);
+        lw__jw_close(&w, ']');
+        lw__jw_close(&w, '}');
     }
-    json_object_set_new(root, "leaks", leaks);
-    char *s = json_dumps(root, (pretty ? JSON_INDENT(2) : JSON_COMPACT) | JSON_PRESERVE_ORDER | JSON_ENSURE_ASCII * 0);
-    json_decref(root);
-    if (!s) return NULL;
-    /* jansson allocates with malloc; hand back memory the caller frees with free(). */
-    return s;
+    lw__jw_close(&w, ']');
+    lw__jw_close(&w, '}');
+    return lw__jw_take(&w);
 }
 
 /* ---- decoding ------------------------------------------------------------------------------ */

@@ -186,6 +186,39 @@ static void test_encoded_names_match_the_contract(void **state) {
     lw_leak_report_free(r);
 }
 
+/* Names from a heap dump need not be UTF-8: the writer keeps the field, with U+FFFD for each
+ * bad byte, and escapes what JSON requires. */
+static void test_encoder_repairs_bad_utf8_and_escapes(void **state) {
+    (void)state;
+    lw_leak_report *r = NULL;
+    assert_int_equal(decode(base_doc, NULL, &r, NULL), LW_OK);
+    lw_trace_element *e = &r->leaks[0].traces[0].elements[0];
+    free(e->class_name);
+    /* a lone continuation byte, an overlong "/", a surrogate, a cut-off sequence at the end */
+    e->class_name = strdup("A\x80" "B\xC0\xAF" "C\xED\xA0\x80" "D\"\\\n\x01" "\xC3\xA9" "\xE2\x82");
+    for (int pretty = 0; pretty <= 1; pretty++) {
+        char *json = lw_leak_report_to_json(r, pretty);
+        assert_non_null(json);
+        json_error_t je;
+        json_t *root = json_loads(json, 0, &je);
+        if (!root) fail_msg("not JSON: %s", je.text);
+        const char *cls = json_string_value(json_object_get(
+            json_array_get(json_object_get(json_array_get(json_object_get(json_array_get(json_object_get(root, "leaks"), 0),
+                                                                                      "traces"),
+                                                                      0),
+                                           "elements"),
+                           0),
+            "class"));
+        assert_non_null(cls);
+        assert_string_equal(cls, "A\xEF\xBF\xBD" "B\xEF\xBF\xBD\xEF\xBF\xBD" "C\xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBD"
+                                 "D\"\\\n\x01" "\xC3\xA9" "\xEF\xBF\xBD\xEF\xBF\xBD");
+        assert_non_null(strstr(json, "D\\\"\\\\\\n\\u0001"));
+        json_decref(root);
+        free(json);
+    }
+    lw_leak_report_free(r);
+}
+
 /* ---- refusals ------------------------------------------------------------------------------- */
 
 /* Navigates "leaks.0.traces.0.elements.1" in `root`. */
@@ -346,6 +379,7 @@ int main(void) {
         cmocka_unit_test(test_decode_then_encode_round_trips),
         cmocka_unit_test(test_analysis_report_round_trips),
         cmocka_unit_test(test_encoded_names_match_the_contract),
+        cmocka_unit_test(test_encoder_repairs_bad_utf8_and_escapes),
         cmocka_unit_test(test_decoder_rejects_mutated_documents),
         cmocka_unit_test(test_decoder_rejects_malformed_json),
         cmocka_unit_test(test_decoder_enforces_every_limit),
