@@ -1,10 +1,10 @@
 /* trace_json.c — the trace JSON, format 1 (docs/trace-json.md): encode, and decode
  * untrusted input with a cap on every size. */
-#include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 
 #include "common.h"
+#include "json_reader.h"
 #include "json_writer.h"
 #include "trace_builder.h"
 
@@ -155,36 +155,40 @@ char *lw_leak_report_to_json(const lw_leak_report *r, int pretty) {
 typedef struct {
     lw_json_limits lim;
     lw_error *err;
+    const lw__jr *jr;
 } dec;
+
+#define V(i) (&d->jr->v[i])
+static int is_type(const dec *d, long i, lw__jr_type t) { return i >= 0 && V(i)->type == t; }
+static int is_null(const dec *d, long i) { return i < 0 || V(i)->type == LW__JR_NULL; }
 
 static lw_status bad(dec *d, const char *fmt, const char *what) {
     return lw__fail(d->err, LW_ERR_FORMAT, fmt, what);
 }
 
-static lw_status get_string(dec *d, json_t *obj, const char *key, int required, char **out, const char *where) {
-    json_t *v = json_object_get(obj, key);
+static lw_status get_string(dec *d, long obj, const char *key, int required, char **out, const char *where) {
+    long v = lw__jr_get(d->jr, obj, key);
     *out = NULL;
-    if (!v || json_is_null(v)) {
+    if (is_null(d, v)) {
         if (required) return lw__fail(d->err, LW_ERR_FORMAT, "%s: missing string \"%s\"", where, key);
         return LW_OK;
     }
-    if (!json_is_string(v)) return lw__fail(d->err, LW_ERR_FORMAT, "%s: \"%s\" must be a string", where, key);
-    size_t n = json_string_length(v);
+    if (!is_type(d, v, LW__JR_STRING)) return lw__fail(d->err, LW_ERR_FORMAT, "%s: \"%s\" must be a string", where, key);
+    size_t n = V(v)->str_len;
     if (n > d->lim.max_string)
         return lw__fail(d->err, LW_ERR_LIMIT, "%s: \"%s\" is %zu bytes, over the %zu-byte limit", where, key, n, d->lim.max_string);
-    if (memchr(json_string_value(v), 0, n)) return lw__fail(d->err, LW_ERR_FORMAT, "%s: \"%s\" contains a NUL byte", where, key);
-    *out = lw__strndup(json_string_value(v), n);
+    *out = lw__strndup(V(v)->str, n);
     return *out ? LW_OK : lw__fail(d->err, LW_ERR_NOMEM, "out of memory");
 }
 
-static lw_status get_int(dec *d, json_t *obj, const char *key, int64_t *out, int64_t dflt, int64_t min, const char *where) {
-    json_t *v = json_object_get(obj, key);
-    if (!v || json_is_null(v)) {
+static lw_status get_int(dec *d, long obj, const char *key, int64_t *out, int64_t dflt, int64_t min, const char *where) {
+    long v = lw__jr_get(d->jr, obj, key);
+    if (is_null(d, v)) {
         *out = dflt;
         return LW_OK;
     }
-    if (!json_is_integer(v)) return lw__fail(d->err, LW_ERR_FORMAT, "%s: \"%s\" must be an integer", where, key);
-    *out = json_integer_value(v);
+    if (!is_type(d, v, LW__JR_INT)) return lw__fail(d->err, LW_ERR_FORMAT, "%s: \"%s\" must be an integer", where, key);
+    *out = V(v)->num;
     if (*out < min) return lw__fail(d->err, LW_ERR_FORMAT, "%s: \"%s\" must be at least %lld", where, key, (long long)min);
     return LW_OK;
 }
@@ -195,14 +199,14 @@ static int word_index(const char *s, const char *const *words, int n) {
     return -1;
 }
 
-static lw_status decode_element(dec *d, json_t *jo, lw_trace_element *e, int last, const char *where) {
+static lw_status decode_element(dec *d, long jo, lw_trace_element *e, int last, const char *where) {
     static const char *const kinds[] = {"instance", "class", "array"};
     static const char *const leak_words[] = {"UNKNOWN", "NO", "YES"};
     static const char *const refs[] = {"instance_field", "static_field", "array_element", "local"};
     lw_status st;
     char *tmp = NULL;
     e->watch_ms = e->retained_ms = e->retained_bytes = e->retained_objects = -1;
-    if (!json_is_object(jo)) return bad(d, "%s: an element must be an object", where);
+    if (!is_type(d, jo, LW__JR_OBJECT)) return bad(d, "%s: an element must be an object", where);
     if ((st = get_string(d, jo, "class", 1, &e->class_name, where)) != LW_OK) return st;
     if (!e->class_name[0]) return bad(d, "%s: empty class name", where);
     if ((st = get_string(d, jo, "object_kind", 1, &tmp, where)) != LW_OK) return st;
@@ -217,21 +221,20 @@ static lw_status decode_element(dec *d, json_t *jo, lw_trace_element *e, int las
     e->leaking = (lw_leaking)k;
     if ((st = get_string(d, jo, "reason", 0, &e->reason, where)) != LW_OK) return st;
     if (!e->reason && !(e->reason = lw__strdup(""))) return lw__fail(d->err, LW_ERR_NOMEM, "out of memory");
-    json_t *labels = json_object_get(jo, "labels");
-    if (labels && !json_is_null(labels)) {
-        if (!json_is_array(labels) || json_array_size(labels) > 64) return bad(d, "%s: labels must be an array of at most 64 strings", where);
-        e->labels = lw__calloc(json_array_size(labels) + 1, sizeof *e->labels);
+    long labels = lw__jr_get(d->jr, jo, "labels");
+    if (!is_null(d, labels)) {
+        if (!is_type(d, labels, LW__JR_ARRAY) || V(labels)->count > 64) return bad(d, "%s: labels must be an array of at most 64 strings", where);
+        e->labels = lw__calloc(V(labels)->count + 1, sizeof *e->labels);
         if (!e->labels) return lw__fail(d->err, LW_ERR_NOMEM, "out of memory");
-        for (size_t i = 0; i < json_array_size(labels); i++) {
-            json_t *l = json_array_get(labels, i);
-            if (!json_is_string(l) || json_string_length(l) > d->lim.max_string) return bad(d, "%s: a label must be a short string", where);
-            e->labels[e->label_count] = lw__strndup(json_string_value(l), json_string_length(l));
+        for (uint32_t l = (uint32_t)labels + 1; l < V(labels)->end; l = V(l)->end) {
+            if (V(l)->type != LW__JR_STRING || V(l)->str_len > d->lim.max_string) return bad(d, "%s: a label must be a short string", where);
+            e->labels[e->label_count] = lw__strndup(V(l)->str, V(l)->str_len);
             if (!e->labels[e->label_count++]) return lw__fail(d->err, LW_ERR_NOMEM, "out of memory");
         }
     }
-    json_t *ref = json_object_get(jo, "reference");
+    long ref = lw__jr_get(d->jr, jo, "reference");
     if (last) {
-        if (ref && !json_is_null(ref)) return bad(d, "%s: the last element (the leaking object) has no reference", where);
+        if (!is_null(d, ref)) return bad(d, "%s: the last element (the leaking object) has no reference", where);
         if ((st = get_string(d, jo, "key", 0, &e->key, where)) != LW_OK) return st;
         if ((st = get_string(d, jo, "description", 0, &e->description, where)) != LW_OK) return st;
         if ((st = get_int(d, jo, "watch_ms", &e->watch_ms, -1, -1, where)) != LW_OK) return st;
@@ -240,7 +243,7 @@ static lw_status decode_element(dec *d, json_t *jo, lw_trace_element *e, int las
         if ((st = get_int(d, jo, "retained_objects", &e->retained_objects, -1, -1, where)) != LW_OK) return st;
         return LW_OK;
     }
-    if (!json_is_object(ref)) return bad(d, "%s: every element but the last needs a reference object", where);
+    if (!is_type(d, ref, LW__JR_OBJECT)) return bad(d, "%s: every element but the last needs a reference object", where);
     e->has_reference = 1;
     if ((st = get_string(d, ref, "kind", 1, &tmp, where)) != LW_OK) return st;
     k = word_index(tmp, refs, 4);
@@ -249,33 +252,34 @@ static lw_status decode_element(dec *d, json_t *jo, lw_trace_element *e, int las
     e->ref_kind = (lw_ref_kind)k;
     if (e->ref_kind == LW_REF_ARRAY_ELEMENT) {
         int64_t idx;
-        if (!json_object_get(ref, "index")) return bad(d, "%s: an array_element reference needs an index", where);
+        if (lw__jr_get(d->jr, ref, "index") < 0) return bad(d, "%s: an array_element reference needs an index", where);
         if ((st = get_int(d, ref, "index", &idx, 0, 0, where)) != LW_OK) return st;
         e->ref_index = (uint64_t)idx;
     } else {
         if ((st = get_string(d, ref, "name", 1, &e->ref_name, where)) != LW_OK) return st;
     }
-    json_t *s = json_object_get(ref, "suspect");
-    if (s && !json_is_boolean(s)) return bad(d, "%s: suspect must be true or false", where);
-    e->suspect = s ? json_is_true(s) : 0;
+    long s = lw__jr_get(d->jr, ref, "suspect");
+    if (s >= 0 && !is_type(d, s, LW__JR_TRUE) && !is_type(d, s, LW__JR_FALSE))
+        return bad(d, "%s: suspect must be true or false", where);
+    e->suspect = is_type(d, s, LW__JR_TRUE);
     return LW_OK;
 }
 
-static lw_status decode(dec *d, json_t *root, lw_leak_report *r) {
+static lw_status decode(dec *d, long root, lw_leak_report *r) {
     lw_status st;
     char where[96];
-    if (!json_is_object(root)) return bad(d, "%s", "the document must be a JSON object");
+    if (!is_type(d, root, LW__JR_OBJECT)) return bad(d, "%s", "the document must be a JSON object");
     int64_t format = 0;
     if ((st = get_int(d, root, "format", &format, -1, -1, "document")) != LW_OK) return st;
     if (format != 1) return lw__fail(d->err, LW_ERR_FORMAT, "document: unsupported format %lld (this reader knows format 1)", (long long)format);
     r->format = 1;
-    json_t *an = json_object_get(root, "analyzer");
-    if (an && json_is_object(an)) {
+    long an = lw__jr_get(d->jr, root, "analyzer");
+    if (is_type(d, an, LW__JR_OBJECT)) {
         if ((st = get_string(d, an, "name", 0, &r->analyzer_name, "analyzer")) != LW_OK) return st;
         if ((st = get_string(d, an, "version", 0, &r->analyzer_version, "analyzer")) != LW_OK) return st;
     }
-    json_t *h = json_object_get(root, "heap");
-    if (h && json_is_object(h)) {
+    long h = lw__jr_get(d->jr, root, "heap");
+    if (is_type(d, h, LW__JR_OBJECT)) {
         int64_t v = 0;
         if ((st = get_string(d, h, "hprof_version", 0, &r->hprof_version, "heap")) != LW_OK) return st;
         if ((st = get_int(d, h, "id_size", &v, 0, 0, "heap")) != LW_OK) return st;
@@ -286,23 +290,23 @@ static lw_status decode(dec *d, json_t *root, lw_leak_report *r) {
         r->bytes = (uint64_t)v;
     }
     r->index_ms = r->paths_ms = r->retained_ms = -1;
-    json_t *dur = json_object_get(root, "duration_ms");
-    if (dur && json_is_object(dur)) {
+    long dur = lw__jr_get(d->jr, root, "duration_ms");
+    if (is_type(d, dur, LW__JR_OBJECT)) {
         if ((st = get_int(d, dur, "index", &r->index_ms, -1, -1, "duration_ms")) != LW_OK) return st;
         if ((st = get_int(d, dur, "paths", &r->paths_ms, -1, -1, "duration_ms")) != LW_OK) return st;
         if ((st = get_int(d, dur, "retained", &r->retained_ms, -1, -1, "duration_ms")) != LW_OK) return st;
     }
-    json_t *leaks = json_object_get(root, "leaks");
-    if (!json_is_array(leaks)) return bad(d, "%s", "document: \"leaks\" must be an array");
-    size_t nl = json_array_size(leaks);
+    long leaks = lw__jr_get(d->jr, root, "leaks");
+    if (!is_type(d, leaks, LW__JR_ARRAY)) return bad(d, "%s", "document: \"leaks\" must be an array");
+    size_t nl = V(leaks)->count;
     if (nl > d->lim.max_leaks) return lw__fail(d->err, LW_ERR_LIMIT, "document: %zu leaks, over the limit of %zu", nl, d->lim.max_leaks);
     r->leaks = lw__calloc(nl + 1, sizeof *r->leaks);
     if (!r->leaks) return lw__fail(d->err, LW_ERR_NOMEM, "out of memory");
-    for (size_t i = 0; i < nl; i++) {
-        json_t *lo = json_array_get(leaks, i);
+    long lo = leaks + 1;
+    for (size_t i = 0; i < nl; i++, lo = V(lo)->end) {
         lw_leak *l = &r->leaks[r->leak_count++];
         snprintf(where, sizeof where, "leaks[%zu]", i);
-        if (!json_is_object(lo)) return bad(d, "%s: must be an object", where);
+        if (!is_type(d, lo, LW__JR_OBJECT)) return bad(d, "%s: must be an object", where);
         char *tmp = NULL;
         if ((st = get_string(d, lo, "signature", 0, &tmp, where)) != LW_OK) return st;
         if (tmp) snprintf(l->signature, sizeof l->signature, "%.40s", tmp);
@@ -321,29 +325,30 @@ static lw_status decode(dec *d, json_t *root, lw_leak_report *r) {
         int64_t count = 0;
         if ((st = get_int(d, lo, "count", &count, 1, 1, where)) != LW_OK) return st;
         l->count = (uint64_t)count;
-        json_t *traces = json_object_get(lo, "traces");
-        if (!json_is_array(traces) || json_array_size(traces) == 0) return bad(d, "%s: \"traces\" must be a non-empty array", where);
-        size_t nt = json_array_size(traces);
+        long traces = lw__jr_get(d->jr, lo, "traces");
+        if (!is_type(d, traces, LW__JR_ARRAY) || V(traces)->count == 0) return bad(d, "%s: \"traces\" must be a non-empty array", where);
+        size_t nt = V(traces)->count;
         if (nt > d->lim.max_traces) return lw__fail(d->err, LW_ERR_LIMIT, "%s: %zu traces, over the limit of %zu", where, nt, d->lim.max_traces);
         l->traces = lw__calloc(nt, sizeof *l->traces);
         if (!l->traces) return lw__fail(d->err, LW_ERR_NOMEM, "out of memory");
-        for (size_t j = 0; j < nt; j++) {
-            json_t *to = json_array_get(traces, j);
+        long to = traces + 1;
+        for (size_t j = 0; j < nt; j++, to = V(to)->end) {
             lw_trace *t = &l->traces[l->trace_count++];
             snprintf(where, sizeof where, "leaks[%zu].traces[%zu]", i, j);
-            if (!json_is_object(to)) return bad(d, "%s: must be an object", where);
+            if (!is_type(d, to, LW__JR_OBJECT)) return bad(d, "%s: must be an object", where);
             if ((st = get_string(d, to, "gc_root", 1, &t->gc_root, where)) != LW_OK) return st;
-            json_t *els = json_object_get(to, "elements");
-            if (!json_is_array(els) || json_array_size(els) == 0) return bad(d, "%s: \"elements\" must be a non-empty array", where);
-            size_t ne = json_array_size(els);
+            long els = lw__jr_get(d->jr, to, "elements");
+            if (!is_type(d, els, LW__JR_ARRAY) || V(els)->count == 0) return bad(d, "%s: \"elements\" must be a non-empty array", where);
+            size_t ne = V(els)->count;
             if (ne > d->lim.max_elements)
                 return lw__fail(d->err, LW_ERR_LIMIT, "%s: %zu elements, over the limit of %zu", where, ne, d->lim.max_elements);
             t->elements = lw__calloc(ne, sizeof *t->elements);
             if (!t->elements) return lw__fail(d->err, LW_ERR_NOMEM, "out of memory");
-            for (size_t k = 0; k < ne; k++) {
+            long eo = els + 1;
+            for (size_t k = 0; k < ne; k++, eo = V(eo)->end) {
                 t->element_count++;
                 snprintf(where, sizeof where, "leaks[%zu].traces[%zu].elements[%zu]", i, j, k);
-                if ((st = decode_element(d, json_array_get(els, k), &t->elements[k], k + 1 == ne, where)) != LW_OK) return st;
+                if ((st = decode_element(d, eo, &t->elements[k], k + 1 == ne, where)) != LW_OK) return st;
             }
         }
     }
@@ -363,14 +368,29 @@ lw_status lw_leak_report_from_json(const char *text, size_t len, const lw_json_l
     if (!d.lim.max_string) d.lim.max_string = 64u << 10;
     if (len > d.lim.max_bytes)
         return lw__fail(err, LW_ERR_LIMIT, "trace JSON is %zu bytes, over the %zu-byte limit", len, d.lim.max_bytes);
-    json_error_t je;
-    json_t *root = json_loadb(text, len, JSON_REJECT_DUPLICATES, &je);
-    if (!root)
-        return lw__fail(err, LW_ERR_FORMAT, "trace JSON is malformed at line %d, column %d (byte %d): %s", je.line, je.column,
-                        je.position, je.text);
+    lw__jr jr;
+    char msg[96];
+    size_t pos = 0;
+    int rc = lw__jr_parse(&jr, text, len, msg, sizeof msg, &pos);
+    if (rc != 0) {
+        lw__jr_free(&jr);
+        if (rc == -2) return lw__fail(err, LW_ERR_NOMEM, "out of memory");
+        size_t line = 1, col = 1;
+        for (size_t i = 0; i < pos; i++) {
+            if (text[i] == '\n') {
+                line++;
+                col = 1;
+            } else {
+                col++;
+            }
+        }
+        return lw__fail(err, LW_ERR_FORMAT, "trace JSON is malformed at line %zu, column %zu (byte %zu): %s", line, col, pos,
+                        msg);
+    }
+    d.jr = &jr;
     lw_leak_report *r = lw__calloc(1, sizeof *r);
-    lw_status st = r ? decode(&d, root, r) : lw__fail(err, LW_ERR_NOMEM, "out of memory");
-    json_decref(root);
+    lw_status st = r ? decode(&d, 0, r) : lw__fail(err, LW_ERR_NOMEM, "out of memory");
+    lw__jr_free(&jr);
     if (st != LW_OK) {
         lw_leak_report_free(r);
         return st;

@@ -9,6 +9,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <jansson.h>
+
+#include "json_reader.h"
 #include "leakcore.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -57,7 +60,35 @@ static void exercise_traces(lw_leak_report *report) {
     }
 }
 
+/* libleakcore's own JSON parser must accept exactly what jansson accepts (with duplicate keys
+ * refused), but for its depth cap; for reals too large for a double, which jansson refuses
+ * and which no field of the trace JSON is; and for NUL bytes between tokens, which jansson
+ * 2.14 lets pass (`{"a":1\0}`) and which RFC 8259 does not allow. */
+static void differential(const uint8_t *data, size_t size) {
+    json_error_t je;
+    json_t *j = json_loadb((const char *)data, size, JSON_REJECT_DUPLICATES, &je);
+    lw__jr jr;
+    char msg[96] = "";
+    size_t pos = 0;
+    int ours = lw__jr_parse(&jr, (const char *)data, size, msg, sizeof msg, &pos);
+    lw__jr_free(&jr);
+    if (ours == -2) {
+        json_decref(j);
+        return; /* out of memory: nothing to compare */
+    }
+    if (j && ours != 0 && strcmp(msg, "nesting too deep") != 0 && !memchr(data, 0, size)) {
+        fprintf(stderr, "jansson accepts, lw__jr_parse refuses at byte %zu: %s\n", pos, msg);
+        abort();
+    }
+    if (!j && ours == 0 && !strstr(je.text, "real number overflow")) {
+        fprintf(stderr, "jansson refuses (%s), lw__jr_parse accepts\n", je.text);
+        abort();
+    }
+    json_decref(j);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+    differential(data, size);
     lw_leak_report *report = NULL;
     lw_error err;
     memset(&err, 0, sizeof err);

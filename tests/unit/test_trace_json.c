@@ -13,6 +13,7 @@
 #include <jansson.h>
 
 #include "common.h"
+#include "json_reader.h"
 #include "heap_builder.h"
 #include "hprof_format.h"
 
@@ -219,6 +220,57 @@ static void test_encoder_repairs_bad_utf8_and_escapes(void **state) {
     lw_leak_report_free(r);
 }
 
+/* The parser under the decoder (json_reader.c): escapes, surrogate pairs, and what it refuses. */
+static void test_json_reader_edges(void **state) {
+    (void)state;
+    lw__jr jr;
+    char msg[96];
+    size_t pos;
+    const char ok[] = "{\"s\":\"a\\u00e9\\ud83d\\ude00\\n\\/\",\"n\":-9223372036854775808,\"r\":1.5e3,\"t\":[true,false,null]}";
+    assert_int_equal(lw__jr_parse(&jr, ok, sizeof ok - 1, msg, sizeof msg, &pos), 0);
+    long v = lw__jr_get(&jr, 0, "s");
+    assert_true(v > 0);
+    assert_string_equal(jr.v[v].str, "a\xC3\xA9\xF0\x9F\x98\x80\n/");
+    assert_int_equal(jr.v[lw__jr_get(&jr, 0, "n")].num, INT64_MIN);
+    assert_int_equal(jr.v[lw__jr_get(&jr, 0, "r")].type, LW__JR_REAL);
+    long t = lw__jr_get(&jr, 0, "t");
+    assert_int_equal(jr.v[t].count, 3);
+    assert_int_equal(jr.v[lw__jr_at(&jr, t, 2)].type, LW__JR_NULL);
+    assert_int_equal(lw__jr_at(&jr, t, 3), -1);
+    assert_int_equal(lw__jr_get(&jr, 0, "missing"), -1);
+    lw__jr_free(&jr);
+
+    static const char *const bad[] = {
+        "{\"n\":9223372036854775808}", "{\"s\":\"\\u0000\"}", "{\"s\":\"\\ud83d\"}", "{\"s\":\"\\ude00\"}",
+        "{\"s\":\"\xC0\xAF\"}",        "{\"s\":\"\xED\xA0\x80\"}", "{\"s\":\"a\tb\"}", "{\"n\":01}",
+        "{\"n\":1.}",                  "{\"n\":-}",            "{\"a\":1,}",        "[1 2]",
+        "{\"a\" 1}",                   "{'a':1}",              "{\"a\":tru}",       "\xEF\xBB\xBF{}",
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        int rc = lw__jr_parse(&jr, bad[i], strlen(bad[i]), msg, sizeof msg, &pos);
+        lw__jr_free(&jr);
+        if (rc != -1) fail_msg("accepted %s", bad[i]);
+    }
+    /* 65 levels are refused, 64 are not; an object of 1,000 keys with one repeated is refused
+     * (found by sorting). */
+    char deep[200];
+    memset(deep, '[', 65);
+    memset(deep + 65, ']', 65);
+    assert_int_equal(lw__jr_parse(&jr, deep, 130, msg, sizeof msg, &pos), -1);
+    assert_string_equal(msg, "nesting too deep");
+    lw__jr_free(&jr);
+    assert_int_equal(lw__jr_parse(&jr, deep + 1, 128, msg, sizeof msg, &pos), 0);
+    lw__jr_free(&jr);
+    lw__buf b = {0};
+    lw__buf_puts(&b, "{");
+    for (int i = 0; i < 1000; i++) lw__buf_printf(&b, "%s\"k%d\":%d", i ? "," : "", i == 999 ? 500 : i, i);
+    lw__buf_puts(&b, "}");
+    assert_int_equal(lw__jr_parse(&jr, b.data, b.size, msg, sizeof msg, &pos), -1);
+    assert_string_equal(msg, "duplicate object key");
+    lw__jr_free(&jr);
+    lw__buf_free(&b);
+}
+
 /* ---- refusals ------------------------------------------------------------------------------- */
 
 /* Navigates "leaks.0.traces.0.elements.1" in `root`. */
@@ -380,6 +432,7 @@ int main(void) {
         cmocka_unit_test(test_analysis_report_round_trips),
         cmocka_unit_test(test_encoded_names_match_the_contract),
         cmocka_unit_test(test_encoder_repairs_bad_utf8_and_escapes),
+        cmocka_unit_test(test_json_reader_edges),
         cmocka_unit_test(test_decoder_rejects_mutated_documents),
         cmocka_unit_test(test_decoder_rejects_malformed_json),
         cmocka_unit_test(test_decoder_enforces_every_limit),
