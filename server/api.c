@@ -9,6 +9,7 @@
 
 #include "leakcore.h"
 #include "log.h"
+#include "report_writer.h"
 #include "reports.h"
 #include "server.h"
 
@@ -473,6 +474,13 @@ char *ld_metrics_render(ld_server *s) {
     fprintf(f, "leakd_upload_bytes_total %llu\n", (unsigned long long)atomic_load(&m->upload_bytes));
     fprintf(f, "# HELP leakd_unavailable_total Requests answered 503.\n# TYPE leakd_unavailable_total counter\n");
     fprintf(f, "leakd_unavailable_total %llu\n", (unsigned long long)atomic_load(&m->unavailable));
+    unsigned long long batches, batched;
+    ld_report_writer_stats(s->writer, &batches, &batched);
+    fprintf(f, "# HELP leakd_traces_batches_total Transactions that stored traces reports (group commit).\n"
+               "# TYPE leakd_traces_batches_total counter\nleakd_traces_batches_total %llu\n", batches);
+    fprintf(f, "# HELP leakd_traces_batched_reports_total Traces reports in those transactions (divided by the"
+               " batches: the mean batch size).\n# TYPE leakd_traces_batched_reports_total counter\n"
+               "leakd_traces_batched_reports_total %llu\n", batched);
     fprintf(f, "# HELP leakd_workers_alive Analysis worker processes running.\n# TYPE leakd_workers_alive gauge\n");
     fprintf(f, "leakd_workers_alive %d\n", atomic_load(&m->workers_alive));
     ld_db *db = ld_pool_get(s->pool, 1000);

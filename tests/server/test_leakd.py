@@ -748,6 +748,9 @@ class T02_Ingest(ServerCase):
         self.assertIn('leakd_analyses_total{outcome="done"}', after)
         self.assertIn("leakd_analysis_duration_seconds_count", after)
         self.assertGreater(d("leakd_upload_bytes_total"), len(json.dumps(doc)))
+        # the accepted traces report went through the group-commit writer, in one batch
+        self.assertGreaterEqual(d("leakd_traces_batches_total"), 1)
+        self.assertEqual(d("leakd_traces_batched_reports_total"), 1)
         self.assertEqual(after['leakd_reports{status="done"}'],
                          float(one(self.db, "SELECT count(*) FROM reports WHERE status = 'done'")))
         conn = http.client.HTTPConnection("127.0.0.1", self.server.metrics_port, timeout=5)
@@ -1196,6 +1199,220 @@ class T08_DatabaseDown(unittest.TestCase):
                    interval=0.25, what="the heap report to be analyzed after the outage\n" + srv.log()[-2000:])
         print("    heap report analyzed %.1f s after PostgreSQL restarted" % (time.time() - t0), file=sys.stderr)
         self.assertEqual(srv.proc.poll(), None)
+
+    def test_restart_while_uploads_are_in_flight(self):
+        """PostgreSQL restarted (fast stop, start) while 6 clients keep uploading traces reports
+        and a few heap reports: every upload is answered 202, 200 or 503 + Retry-After (never a
+        500, another 4xx or a dropped connection); whatever got 202/200 is stored; whatever got
+        503 is absent or complete and is stored by one retry of the same body; the groups count
+        each report once. The report writer's connection, the request pool and the workers all
+        come back without restarting leakd."""
+        cluster = H.Cluster()
+        self.addCleanup(cluster.destroy)
+        db = H.migrated_database(cluster.url)
+        app = H.create_app(db, "inflight")
+        srv = H.Leakd(db, workers=2, quota_reports_per_min=0)
+        self.addCleanup(srv.cleanup)
+        srv.start()
+        http_ = H.Client(srv.port, API)
+        self.assertEqual(http_.get("/v1/apps/inflight/leaks", key=app.read).status, 200)  # the read key is cached
+        leaks = [H.synthetic_leak("com.example.InflightBus%d" % i, "com.example.InflightScreen%d" % i) for i in (0, 1)]
+        sigs = [l["signature"] for l in leaks]
+        traces = [json.dumps(H.traces_doc(l)).encode() for l in leaks]
+        with open(INPUTS.stripped("listener_list"), "rb") as f:
+            heap = f.read()
+        CLIENTS, PACE, MAX_UPLOADS, HEAP_EVERY, MAX_HEAP = 6, 0.05, 600, 0.3, 20
+
+        lock = threading.Lock()
+        uploads = []  # every upload answered (or not), in the order the answers came
+        stop = threading.Event()
+        seq = [0, 0.0, 0]  # uploads started, time of the last heap upload, heap uploads
+
+        def new_upload(i):
+            with lock:
+                n = seq[0]
+                seq[0] += 1
+                is_heap = i == 0 and seq[2] < MAX_HEAP and time.time() - seq[1] >= HEAP_EVERY
+                if is_heap:
+                    seq[1] = time.time()
+                    seq[2] += 1
+            if is_heap:
+                meta = H.make_meta("inflight")
+                body, ctype = H.multipart(meta, heap, "heap", "application/zstd")
+                return {"rid": meta["report_id"], "mode": "heap", "sig": LISTENER_SIG, "body": body, "ctype": ctype}
+            meta = H.make_meta("inflight", mode="traces")
+            body, ctype = H.multipart(meta, traces[n % 2], "traces", "application/json")
+            return {"rid": meta["report_id"], "mode": "traces", "sig": sigs[n % 2], "body": body, "ctype": ctype}
+
+        def send(u):
+            t0 = time.time()
+            try:
+                r = http_.request("POST", "/v1/reports", key=app.ingest, body=u["body"],
+                                  headers={"Content-Type": u["ctype"]}, timeout=30, check=False)
+                return dict(u, t0=t0, t1=time.time(), status=r.status, resp=r, error=None)
+            except (OSError, http.client.HTTPException) as e:
+                return dict(u, t0=t0, t1=time.time(), status=None, resp=None, error="%s: %s" % (type(e).__name__, e))
+
+        def client(i):
+            while not stop.is_set():
+                with lock:
+                    if seq[0] >= MAX_UPLOADS:
+                        return
+                done = send(new_upload(i))
+                with lock:
+                    uploads.append(done)
+                stop.wait(PACE)
+
+        def count(pred):
+            with lock:
+                return sum(1 for u in uploads if pred(u))
+
+        def wait_until(pred, timeout):
+            """True when pred() holds within timeout (no exception: the answers are judged below)."""
+            deadline = time.time() + timeout
+            while time.time() < deadline:
+                if pred():
+                    return True
+                time.sleep(0.02)
+            return False
+
+        threads = [threading.Thread(target=client, args=(i,), daemon=True) for i in range(CLIENTS)]
+
+        def finish():
+            stop.set()
+            for t in threads:
+                t.join(60)
+        self.addCleanup(finish)
+        t_begin = time.time()
+        for t in threads:
+            t.start()
+        # some stored, then PostgreSQL goes away under the stream, until leakd has answered 503
+        wait_until(lambda: count(lambda u: u["status"] == 202) >= 30, 10)
+        t_down = time.time()
+        cluster.stop_server()
+        try:
+            wait_until(lambda: count(lambda u: u["status"] == 503) >= 1, 8)
+            time.sleep(0.5)  # down a little longer: more 503s, and a heap upload among them
+        finally:
+            cluster.start_server()
+        t_up = time.time()
+        # back: the stream goes on until uploads sent after the restart are stored, 2 s at least
+        wait_until(lambda: count(lambda u: u["status"] == 202 and u["t0"] >= t_up) >= 20, 15)
+        time.sleep(max(0.0, t_up + 2 - time.time()))
+        finish()
+        t_end = time.time()
+        with lock:
+            ups = list(uploads)
+
+        def server_log(rids=()):
+            return "\n".join(l for l in srv.log().splitlines()
+                             if " warn: " in l or " error: " in l or any(r in l for r in rids))[-6000:]
+
+        # 1. every answer: 202/200 with the report, or 503 + Retry-After; nothing else
+        bad = []
+        for u in ups:
+            r = u["resp"]
+            what = "%s %s (sent %.2f s after the start)" % (u["mode"], u["rid"], u["t0"] - t_begin)
+            if u["error"]:
+                bad.append("%s: no answer: %s" % (what, u["error"]))
+                continue
+            if u["status"] not in (200, 202, 503):
+                bad.append("%s: %d %r" % (what, u["status"], r.body[:300]))
+                continue
+            try:
+                API.check_response("POST", "/v1/reports", r.status, r.headers, r.body)
+                if r.status == 503:
+                    self.assertEqual(r.json["error"]["code"], "unavailable")
+                    self.assertGreaterEqual(int(r.header("Retry-After") or 0), 1, "no Retry-After")
+                else:
+                    self.assertEqual((r.json["id"], r.json["mode"]), (u["rid"], u["mode"]))
+                    if u["mode"] == "traces":
+                        self.assertEqual((r.json["status"], [l["signature"] for l in r.json["leaks"]]),
+                                         ("done", [u["sig"]]))
+            except AssertionError as e:
+                bad.append("%s: %d %s %r: %s" % (what, r.status, dict(r.headers), r.body[:300], e))
+        self.assertEqual(bad, [], "uploads not answered 202/200/503+Retry-After:\n  " + "\n  ".join(bad[:20]) +
+                         "\nleakd log:\n" + server_log([u["rid"] for u in ups if u["error"] or u["status"] not in (200, 202)]))
+        self.assertEqual(len({u["rid"] for u in ups}), len(ups))
+
+        n = {s: sum(1 for u in ups if u["status"] == s) for s in (202, 200, 503)}
+        n503_heap = sum(1 for u in ups if u["status"] == 503 and u["mode"] == "heap")
+        n202_after = sum(1 for u in ups if u["status"] == 202 and u["t0"] >= t_up)
+        print("\n    %d uploads (%d heap) in %.1f s: %d x 202, %d x 200, %d x 503 (%d heap); PostgreSQL down %.1f s,"
+              " %d x 202 after it was back" % (len(ups), sum(1 for u in ups if u["mode"] == "heap"), t_end - t_begin,
+                                                n[202], n[200], n[503], n503_heap, t_up - t_down, n202_after),
+              file=sys.stderr)
+        # 2. the test tested something: stored before, 503 during, stored after the restart
+        self.assertGreaterEqual(sum(1 for u in ups if u["status"] == 202 and u["t1"] <= t_down), 1)
+        self.assertGreaterEqual(n[503], 1, "no upload got 503 while PostgreSQL was down")
+        self.assertGreaterEqual(n202_after, 1, "no upload was stored after PostgreSQL was back\n" + server_log())
+
+        def get(u):
+            r = http_.get("/v1/reports/" + u["rid"], key=app.read)
+            self.assertIn(r.status, (200, 404), r)
+            return r if r.status == 200 else None
+
+        def assert_complete(u, r, why):
+            self.assertEqual((r.json["id"], r.json["mode"]), (u["rid"], u["mode"]), why)
+            if u["mode"] == "traces":
+                self.assertEqual((r.json["status"], r.json["leaks_found"], [l["signature"] for l in r.json["leaks"]]),
+                                 ("done", 1, [u["sig"]]), why)
+            else:
+                self.assertIn(r.json["status"], ("queued", "analyzing", "done"), why)
+
+        # 3. every 202/200 is stored, complete
+        for u in ups:
+            if u["status"] in (200, 202):
+                r = get(u)
+                self.assertIsNotNone(r, "%s %s answered %d is not stored\n%s" % (u["mode"], u["rid"], u["status"],
+                                                                                 server_log([u["rid"]])))
+                assert_complete(u, r, "%s answered %d" % (u["rid"], u["status"]))
+        # 4. every 503 is absent (no blob left either) or complete; one retry of the same body stores it
+        failed = [u for u in ups if u["status"] == 503]
+        present_before = 0
+        for u in failed:
+            r = get(u)
+            if r is None:
+                self.assertFalse(os.path.exists(srv.blob_path("inflight", u["rid"])), "blob of a 503'd upload left")
+            else:
+                present_before += 1
+                assert_complete(u, r, "%s answered 503 but stored" % u["rid"])
+            again = send(u)
+            self.assertIsNone(again["error"], again["error"])
+            self.assertEqual(again["status"], 202 if r is None else 200,
+                             "retry of %s %s (answered 503, %s before the retry): %r\n%s"
+                             % (u["mode"], u["rid"], "absent" if r is None else "present", again["resp"],
+                                server_log([u["rid"]])))
+            API.check_response("POST", "/v1/reports", again["status"], again["resp"].headers, again["resp"].body)
+            r = get(u)
+            self.assertIsNotNone(r, "%s retried with %d is not stored" % (u["rid"], again["status"]))
+            assert_complete(u, r, "%s retried" % u["rid"])
+        print("    %d of the 503'd uploads were stored all the same (retry: 200), %d were not (retry: 202)"
+              % (present_before, len(failed) - present_before), file=sys.stderr)
+        # 5. nothing lost, nothing extra, each counted once: rows, groups, occurrences
+        self.assertEqual(int(one(db, "SELECT count(*) FROM reports")), len(ups))
+        for sig in sigs:
+            mine = {u["rid"] for u in ups if u["sig"] == sig}
+            g = http_.get("/v1/apps/inflight/leaks/" + sig, key=app.read)
+            self.assertEqual(g.status, 200, g)
+            self.assertEqual((g.json["occurrences"], g.json["devices"], g.json["leaked_objects"]),
+                             (len(mine), len(mine), len(mine)), sig)
+            self.assertEqual(int(one(db, "SELECT count(DISTINCT o.report_id) FROM occurrences o JOIN leak_groups g"
+                                         " ON g.id = o.group_id WHERE g.signature = '%s'" % sig)), len(mine))
+        # 6. the workers analyze every heap report; its group counts each once
+        heaps = [u["rid"] for u in ups if u["mode"] == "heap"]
+        self.assertGreaterEqual(len(heaps), 1)
+        ids = ",".join("'%s'" % r for r in heaps)
+        H.wait_for(lambda: one(db, "SELECT count(*) FROM reports WHERE id IN (%s) AND status <> 'done'" % ids) == "0",
+                   30, interval=0.25, what="the heap reports to be analyzed\n" + server_log())
+        g = http_.get("/v1/apps/inflight/leaks/" + LISTENER_SIG, key=app.read)
+        self.assertEqual((g.status, g.json["occurrences"]), (200, len(heaps)))
+        self.assertEqual(http_.get("/readyz").status, 200)
+        H.wait_for(lambda: not [f for f in srv.tmp_files() if f.startswith("upload-")], 3,
+                   what="no upload temp file: %s" % srv.tmp_files())
+        self.assertIsNone(srv.proc.poll())
+        self.assertEqual(srv.metrics()["leakd_workers_alive"], 2)
+        print("    all done %.1f s after the start" % (time.time() - t_begin), file=sys.stderr)
 
 
 # =============================================================================================
