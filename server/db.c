@@ -28,7 +28,22 @@ struct ld_db {
      * planning a statement like grouping's costs more than running it on a small batch. */
     size_t n_stmts;
     char *stmts[LD_DB_STMTS];
+    time_t stmts_since; /* CLOCK_MONOTONIC seconds when the first of them was prepared */
 };
+
+/* Prepared statements are dropped and prepared again this often. PostgreSQL keeps a prepared
+ * statement's generic plan until an ANALYZE of its tables: a plan made while a table was small
+ * (a sequential scan of `reports` on a new server) would otherwise stay for the session's life
+ * while the table grows; autovacuum's first ANALYZE can be minutes away. */
+#define LD_DB_REPLAN_SECONDS 30
+
+static time_t mono_seconds(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec;
+}
 
 /* A new session (PQreset) has none of the old one's prepared statements. */
 static void forget_statements(ld_db *db)
@@ -305,6 +320,11 @@ ld_status ld_db_exec(ld_db *db, PGresult **out, const char *sql, int n, const ch
         return db ? ld_db_fail(db, LD_ERR_INTERNAL, "ld_db_exec: bad arguments") : LD_ERR_INTERNAL;
     if (!db->conn)
         return ld_db_fail(db, LD_ERR_UNAVAILABLE, "not connected");
+    if (db->n_stmts && PQtransactionStatus(db->conn) == PQTRANS_IDLE &&
+        mono_seconds() - db->stmts_since >= LD_DB_REPLAN_SECONDS) {
+        PQclear(PQexec(db->conn, "DEALLOCATE ALL"));
+        forget_statements(db);
+    }
     if (n == 0)
         return exec_result(db, PQexecParams(db->conn, sql, n, NULL, params, NULL, NULL, 0), out);
     size_t i;
@@ -323,6 +343,8 @@ ld_status ld_db_exec(ld_db *db, PGresult **out, const char *sql, int n, const ch
             free(copy);
             return st;
         }
+        if (db->n_stmts == 0)
+            db->stmts_since = mono_seconds();
         db->stmts[db->n_stmts++] = copy;
     }
     if (i == db->n_stmts) /* the cache is full: parse and plan this one each time */

@@ -38,73 +38,29 @@ static ld_status leak_signature(const lw_leak *l, char out[41]) {
     return LD_OK;
 }
 
-/* Groups the leaks stored in reports.result of the given reports, set-based: one statement
- * upserts every group the batch touches (its counters raised by the batch's sums, once per
- * group however many reports hit it), inserts the occurrences and the devices; a second adds
- * the devices that were new. The stored result's signatures and suspect flags are the
- * server's own (ld_trace_validate, or the analyzer), so the representative is its first
- * trace as stored. Groups are upserted in (app, signature) order: concurrent batches lock
- * them in the same order and cannot deadlock. A report that already has occurrences was
- * grouped before and adds nothing. */
-static const char group_sql[] =
+/* The stored reports to group: (app_id, report_id, app_version, build, install_id, ord, leak,
+ * lord) per leak of each report not grouped before. LATERAL: one primary-key lookup per report,
+ * whatever a plan cached while the table was small would prefer (a hash join over a scan of
+ * every report). */
+static const char group_stored_sql[] =
     "WITH src AS ("
     "  SELECT r.app_id, r.id AS report_id, r.app_version, r.build, r.install_id, o.ord, l.leak, l.lord"
     "  FROM unnest($1::bigint[], $2::uuid[]) WITH ORDINALITY AS o(app_id, id, ord)"
-    "  JOIN reports r ON r.app_id = o.app_id AND r.id = o.id"
-    "  CROSS JOIN LATERAL jsonb_array_elements(r.result->'leaks') WITH ORDINALITY AS l(leak, lord)"
-    "  WHERE NOT EXISTS (SELECT 1 FROM occurrences c WHERE c.report_id = r.id)),"
-    /* each (report, signature) once, by its first listing */
-    " occ_src AS ("
-    "  SELECT DISTINCT ON (report_id, leak->>'signature') app_id, report_id, app_version, build, install_id, ord,"
-    "    leak, leak->>'signature' AS sig,"
-    "    LEAST((leak->>'count')::numeric, 9223372036854775807)::bigint AS objects"
-    "  FROM src ORDER BY report_id, leak->>'signature', lord),"
-    /* what the batch adds to each group; on an equal build the later report is the newer */
-    " per_group AS ("
-    "  SELECT app_id, sig, count(*) AS n, LEAST(sum(objects), 9223372036854775807)::bigint AS objects,"
-    "    min(build) AS min_build, max(build) AS max_build,"
-    "    (array_agg(app_version ORDER BY build, ord))[1] AS first_version,"
-    "    (array_agg(app_version ORDER BY build DESC, ord DESC))[1] AS last_version,"
-    "    (array_agg(leak ORDER BY ord))[1] AS leak"
-    "  FROM occ_src GROUP BY app_id, sig),"
-    " grp AS ("
-    "  INSERT INTO leak_groups AS g (app_id, signature, kind, short_description, leaking_class, library_pattern,"
-    "    representative, occurrences, leaked_objects, first_seen, last_seen, first_version, last_version,"
-    "    first_build, last_build)"
-    "  SELECT app_id, sig, leak->>'kind',"
-    "    COALESCE(NULLIF(leak->>'short_description', ''), leak->>'library_pattern',"
-    "             leak->'traces'->0->'elements'->-1->>'class', ''),"
-    "    COALESCE(leak->'traces'->0->'elements'->-1->>'class', ''),"
-    "    leak->>'library_pattern', leak->'traces'->0, n, objects, now(), now(),"
-    "    first_version, last_version, min_build, max_build"
-    "  FROM per_group ORDER BY app_id, sig"
-    "  ON CONFLICT (app_id, signature) DO UPDATE SET"
-    "    occurrences = g.occurrences + EXCLUDED.occurrences,"
-    "    leaked_objects = LEAST(g.leaked_objects::numeric + EXCLUDED.leaked_objects, 9223372036854775807)::bigint,"
-    "    last_seen = now(),"
-    "    first_version = CASE WHEN EXCLUDED.first_build < g.first_build THEN EXCLUDED.first_version"
-    "      ELSE g.first_version END,"
-    "    first_build = LEAST(g.first_build, EXCLUDED.first_build),"
-    "    last_version = CASE WHEN EXCLUDED.last_build >= g.last_build THEN EXCLUDED.last_version"
-    "      ELSE g.last_version END,"
-    "    last_build = GREATEST(g.last_build, EXCLUDED.last_build),"
-    "    status = CASE WHEN g.status = 'fixed' AND g.fixed_in_build IS NOT NULL"
-    "      AND EXCLUDED.last_build > g.fixed_in_build THEN 'regressed' ELSE g.status END"
-    "  RETURNING g.id, g.app_id, g.signature),"
-    " occ AS ("
-    "  INSERT INTO occurrences (report_id, group_id, app_id, leaked_objects, app_version, build, install_id)"
-    "  SELECT o.report_id, grp.id, o.app_id, o.objects, o.app_version, o.build, o.install_id"
-    "  FROM occ_src o JOIN grp ON grp.app_id = o.app_id AND grp.signature = o.sig"
-    "  ON CONFLICT DO NOTHING RETURNING group_id, install_id),"
-    /* An empty install_id (unknown device) is not a device. The device table outlives
-     * retention, so a device seen again after its occurrences were purged is not new. */
-    " dev AS ("
-    "  INSERT INTO leak_group_devices (group_id, install_id)"
-    "  SELECT DISTINCT group_id, install_id FROM occ WHERE install_id <> ''"
-    "  ON CONFLICT DO NOTHING RETURNING group_id)"
-    " SELECT coalesce(array_agg(group_id ORDER BY group_id)::text, '{}'),"
-    "        coalesce(array_agg(n ORDER BY group_id)::text, '{}')"
-    " FROM (SELECT group_id, count(*) AS n FROM dev GROUP BY group_id) d";
+    "  CROSS JOIN LATERAL (SELECT * FROM reports x WHERE x.app_id = o.app_id AND x.id = o.id"
+    "    AND NOT EXISTS (SELECT 1 FROM occurrences c WHERE c.report_id = x.id)) r"
+    "  CROSS JOIN LATERAL jsonb_array_elements(r.result->'leaks') WITH ORDINALITY AS l(leak, lord)),"
+    LD_GROUPING_CTES
+    " SELECT " LD_GROUPING_NEW_DEVICES;
+
+ld_status ld_group_add_devices(ld_db *db, const PGresult *res, int col) {
+    if (strcmp(PQgetvalue(res, 0, col), "{}") == 0) return LD_OK;
+    const char *d[] = {PQgetvalue(res, 0, col), PQgetvalue(res, 0, col + 1)};
+    return ld_db_exec(db, NULL,
+                      "UPDATE leak_groups g SET devices = g.devices + d.n"
+                      " FROM unnest($1::bigint[], $2::bigint[]) AS d(id, n)"
+                      " WHERE g.id = d.id AND g.id = ANY($1::bigint[])", /* an index scan, never a scan */
+                      2, d);
+}
 
 /* Appends `s` to the array literal in `b` (PostgreSQL's text form, every element quoted). */
 static int array_add(char **b, size_t *len, size_t *cap, const char *s) {
@@ -143,18 +99,12 @@ ld_status ld_group_reports(ld_db *db, size_t n, const int64_t *app_ids, const ch
     strcat(apps, "}"); /* array_add keeps 4 bytes spare */
     strcat(ids, "}");
     const char *p[] = {apps, ids};
-    if ((st = ld_db_exec(db, &res, group_sql, 2, p)) != LD_OK) goto out;
+    if ((st = ld_db_exec(db, &res, group_stored_sql, 2, p)) != LD_OK) goto out;
     if (PQntuples(res) != 1) {
         st = ld_db_fail(db, LD_ERR_INTERNAL, "grouping returned %d rows", PQntuples(res));
         goto out;
     }
-    if (strcmp(PQgetvalue(res, 0, 0), "{}") != 0) {
-        const char *d[] = {PQgetvalue(res, 0, 0), PQgetvalue(res, 0, 1)};
-        st = ld_db_exec(db, NULL,
-                        "UPDATE leak_groups g SET devices = g.devices + d.n"
-                        " FROM unnest($1::bigint[], $2::bigint[]) AS d(id, n) WHERE g.id = d.id",
-                        2, d);
-    }
+    st = ld_group_add_devices(db, res, 0);
 
 out:
     PQclear(res);

@@ -10,6 +10,77 @@
 #include "db.h"
 #include "leakcore.h"
 
+/* The grouping of one statement, as CTEs that follow a CTE `src` giving, per leak of each
+ * report to group: app_id, report_id, app_version, build, install_id, ord (the report's place
+ * in the batch: on an equal build the later is the newer), leak (its trace JSON object, with
+ * the server's own signature and suspect flags: ld_trace_validate, or the analyzer) and lord
+ * (the leak's place in its report). Set-based: each group the batch touches is upserted once
+ * with the batch's sums (the first report's first trace is a new group's representative), in
+ * (app, signature) order, so concurrent statements lock groups in the same order and cannot
+ * deadlock; occurrences and devices are inserted. The statement must end with
+ * "SELECT " LD_GROUPING_NEW_DEVICES (two columns, maybe after others), which
+ * ld_group_add_devices then adds to the groups in the same transaction: whether a device is
+ * new is known only once its row is inserted. */
+#define LD_GROUPING_CTES \
+    /* each (report, signature) once, by its first listing */ \
+    " occ_src AS (" \
+    "  SELECT DISTINCT ON (report_id, leak->>'signature') app_id, report_id, app_version, build, install_id, ord," \
+    "    leak, leak->>'signature' AS sig," \
+    "    LEAST((leak->>'count')::numeric, 9223372036854775807)::bigint AS objects" \
+    "  FROM src ORDER BY report_id, leak->>'signature', lord)," \
+    " per_group AS (" \
+    "  SELECT app_id, sig, count(*) AS n, LEAST(sum(objects), 9223372036854775807)::bigint AS objects," \
+    "    min(build) AS min_build, max(build) AS max_build," \
+    "    (array_agg(app_version ORDER BY build, ord))[1] AS first_version," \
+    "    (array_agg(app_version ORDER BY build DESC, ord DESC))[1] AS last_version," \
+    "    (array_agg(leak ORDER BY ord))[1] AS leak" \
+    "  FROM occ_src GROUP BY app_id, sig)," \
+    " grp AS (" \
+    "  INSERT INTO leak_groups AS g (app_id, signature, kind, short_description, leaking_class, library_pattern," \
+    "    representative, occurrences, leaked_objects, first_seen, last_seen, first_version, last_version," \
+    "    first_build, last_build)" \
+    "  SELECT app_id, sig, leak->>'kind'," \
+    "    COALESCE(NULLIF(leak->>'short_description', ''), leak->>'library_pattern'," \
+    "             leak->'traces'->0->'elements'->-1->>'class', '')," \
+    "    COALESCE(leak->'traces'->0->'elements'->-1->>'class', '')," \
+    "    leak->>'library_pattern', leak->'traces'->0, n, objects, now(), now()," \
+    "    first_version, last_version, min_build, max_build" \
+    "  FROM per_group ORDER BY app_id, sig" \
+    "  ON CONFLICT (app_id, signature) DO UPDATE SET" \
+    "    occurrences = g.occurrences + EXCLUDED.occurrences," \
+    "    leaked_objects = LEAST(g.leaked_objects::numeric + EXCLUDED.leaked_objects, 9223372036854775807)::bigint," \
+    "    last_seen = now()," \
+    "    first_version = CASE WHEN EXCLUDED.first_build < g.first_build THEN EXCLUDED.first_version" \
+    "      ELSE g.first_version END," \
+    "    first_build = LEAST(g.first_build, EXCLUDED.first_build)," \
+    "    last_version = CASE WHEN EXCLUDED.last_build >= g.last_build THEN EXCLUDED.last_version" \
+    "      ELSE g.last_version END," \
+    "    last_build = GREATEST(g.last_build, EXCLUDED.last_build)," \
+    "    status = CASE WHEN g.status = 'fixed' AND g.fixed_in_build IS NOT NULL" \
+    "      AND EXCLUDED.last_build > g.fixed_in_build THEN 'regressed' ELSE g.status END" \
+    "  RETURNING g.id, g.app_id, g.signature)," \
+    " occ AS (" \
+    "  INSERT INTO occurrences (report_id, group_id, app_id, leaked_objects, app_version, build, install_id)" \
+    "  SELECT o.report_id, grp.id, o.app_id, o.objects, o.app_version, o.build, o.install_id" \
+    "  FROM occ_src o JOIN grp ON grp.app_id = o.app_id AND grp.signature = o.sig" \
+    "  ON CONFLICT DO NOTHING RETURNING group_id, install_id)," \
+    /* An empty install_id (unknown device) is not a device. The device table outlives \
+     * retention, so a device seen again after its occurrences were purged is not new. */ \
+    " dev AS (" \
+    "  INSERT INTO leak_group_devices (group_id, install_id)" \
+    "  SELECT DISTINCT group_id, install_id FROM occ WHERE install_id <> ''" \
+    "  ON CONFLICT DO NOTHING RETURNING group_id)"
+
+#define LD_GROUPING_NEW_DEVICES \
+    "(SELECT coalesce(array_agg(group_id ORDER BY group_id)::text, '{}')" \
+    "   FROM (SELECT group_id, count(*) AS n FROM dev GROUP BY group_id) d)," \
+    " (SELECT coalesce(array_agg(n ORDER BY group_id)::text, '{}')" \
+    "   FROM (SELECT group_id, count(*) AS n FROM dev GROUP BY group_id) d)"
+
+/* Adds the new devices of a grouping statement's result `res` (row 0, the two columns of
+ * LD_GROUPING_NEW_DEVICES starting at `col`) to their groups. */
+ld_status ld_group_add_devices(ld_db *db, const PGresult *res, int col);
+
 /* Groups the leaks of `n` stored reports (report_ids[i] of app app_ids[i]) from their
  * reports.result: must run inside the caller's transaction, in which the results are
  * stored with the server's own signatures and suspect flags (ld_trace_validate, or the

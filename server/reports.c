@@ -157,12 +157,34 @@ static ld_status batch_doc(const ld_traces_item *items, size_t n, text_buf *doc,
     return doc->failed || ids->failed ? LD_ERR_NOMEM : LD_OK;
 }
 
+/* The batch's reports inserted and the new ones grouped, in one statement: the grouping reads
+ * each leak from the batch document, not back from the table. Returns the new reports as
+ * "id|received_at" and the new devices (LD_GROUPING_NEW_DEVICES). */
+static const char insert_traces_sql[] =
+    "WITH batch AS ("
+    "  SELECT (x->>'id')::uuid AS id, (x->>'app')::bigint AS app_id, x, ord"
+    "  FROM jsonb_array_elements($1::jsonb) WITH ORDINALITY AS b(x, ord)),"
+    " ins AS ("
+    "  INSERT INTO reports (id, app_id, mode, status, app_version, build, install_id, meta, result,"
+    "    leaks_found, analyzed_at)"
+    "  SELECT id, app_id, 'traces', 'done', x->>'version', (x->>'build')::bigint, x->>'install', x->'meta',"
+    "    x->'result', (x->>'leaks')::int, now()"
+    "  FROM batch ORDER BY ord"
+    "  ON CONFLICT DO NOTHING RETURNING id, received_at),"
+    /* a report_id twice in the batch is inserted once, by its first listing */
+    " src AS ("
+    "  SELECT b.app_id, b.id AS report_id, b.x->>'version' AS app_version, (b.x->>'build')::bigint AS build,"
+    "    b.x->>'install' AS install_id, b.ord, l.leak, l.lord"
+    "  FROM (SELECT DISTINCT ON (id) * FROM batch ORDER BY id, ord) b JOIN ins ON ins.id = b.id"
+    "  CROSS JOIN LATERAL jsonb_array_elements(b.x->'result'->'leaks') WITH ORDINALITY AS l(leak, lord)),"
+    LD_GROUPING_CTES
+    " SELECT (SELECT coalesce(array_agg(id::text || '|' ||"
+    "   to_char(received_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"')), '{}') FROM ins), "
+    LD_GROUPING_NEW_DEVICES;
+
 /* One attempt of ld_reports_insert_traces' transaction. */
 static ld_status insert_traces_once(ld_db *db, ld_traces_item *items, size_t n, const char *doc, const char *ids) {
     PGresult *res = NULL;
-    int64_t *apps = NULL;
-    const char **created = NULL;
-    size_t ncreated = 0;
     ld_status st;
 
     for (size_t i = 0; i < n; i++) {
@@ -170,38 +192,35 @@ static ld_status insert_traces_once(ld_db *db, ld_traces_item *items, size_t n, 
         items[i].created = 0;
         items[i].received_at[0] = '\0';
     }
-    apps = malloc(n * sizeof *apps);
-    created = malloc(n * sizeof *created);
-    if (!apps || !created) {
-        st = LD_ERR_NOMEM;
-        goto out;
-    }
     if ((st = ld_db_begin(db)) != LD_OK) goto out;
     const char *p[] = {doc};
-    st = ld_db_exec(db, &res,
-                    "INSERT INTO reports (id, app_id, mode, status, app_version, build, install_id, meta, result,"
-                    "  leaks_found, analyzed_at)"
-                    " SELECT (x->>'id')::uuid, (x->>'app')::bigint, 'traces', 'done', x->>'version',"
-                    "  (x->>'build')::bigint, x->>'install', x->'meta', x->'result', (x->>'leaks')::int, now()"
-                    " FROM jsonb_array_elements($1::jsonb) WITH ORDINALITY AS b(x, ord) ORDER BY ord"
-                    " ON CONFLICT DO NOTHING"
-                    " RETURNING id::text, to_char(received_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"')",
-                    1, p);
-    if (st != LD_OK) goto out;
-    /* A report_id twice in one batch is inserted once: the first item with it is the new one. */
-    for (int r = 0; r < PQntuples(res); r++)
+    if ((st = ld_db_exec(db, &res, insert_traces_sql, 1, p)) != LD_OK) goto out;
+    if (PQntuples(res) != 1) {
+        st = ld_db_fail(db, LD_ERR_INTERNAL, "storing traces returned %d rows", PQntuples(res));
+        goto out;
+    }
+    /* {id|time,...}: ids and times hold no character the array text would quote */
+    size_t created = 0;
+    const char *list = PQgetvalue(res, 0, 0);
+    for (const char *e = list + 1; *e && *e != '}';) {
+        const char *bar = strchr(e, '|'), *end = strpbrk(e, ",}");
+        if (!bar || !end || bar > end || bar - e != 36) {
+            st = ld_db_fail(db, LD_ERR_INTERNAL, "unexpected list of stored reports: %.80s", list);
+            goto out;
+        }
         for (size_t i = 0; i < n; i++)
-            if (!items[i].created && strcmp(items[i].in.report_id, PQgetvalue(res, r, 0)) == 0) {
+            if (!items[i].created && strncmp(items[i].in.report_id, e, 36) == 0) {
                 items[i].created = 1;
-                snprintf(items[i].received_at, sizeof items[i].received_at, "%s", PQgetvalue(res, r, 1));
-                apps[ncreated] = items[i].in.app_id;
-                created[ncreated++] = items[i].in.report_id;
+                snprintf(items[i].received_at, sizeof items[i].received_at, "%.*s", (int)(end - bar - 1), bar + 1);
+                created++;
                 break;
             }
-    int repeats = PQntuples(res) < (int)n;
+        e = *end == ',' ? end + 1 : end;
+    }
+    if ((st = ld_group_add_devices(db, res, 1)) != LD_OK) goto out;
     PQclear(res);
     res = NULL;
-    if (repeats) {
+    if (created < n) {
         /* Stored before (or by a transaction that committed meanwhile): whose is it? */
         const char *q[] = {ids};
         st = ld_db_exec(db, &res, "SELECT id::text, app_id FROM reports WHERE id = ANY($1::uuid[])", 1, q);
@@ -214,8 +233,7 @@ static ld_status insert_traces_once(ld_db *db, ld_traces_item *items, size_t n, 
                     items[i].st = strtoll(PQgetvalue(res, r, 1), NULL, 10) == items[i].in.app_id ? LD_OK : LD_ERR_CONFLICT;
         }
     }
-    if (ncreated) st = ld_group_reports(db, ncreated, apps, created);
-    if (st == LD_OK) st = ld_db_commit(db);
+    st = ld_db_commit(db);
 
 out:
     if (st != LD_OK) {
@@ -223,8 +241,6 @@ out:
         for (size_t i = 0; i < n; i++) items[i].created = 0;
     }
     PQclear(res);
-    free(apps);
-    free(created);
     return st;
 }
 
@@ -373,8 +389,11 @@ out:
 ld_status ld_retention_purge(ld_db *db, int days, int64_t *reports_deleted, char ***blob_paths_out, size_t *nblobs) {
     if (!db || days < 1 || !reports_deleted || !blob_paths_out || !nblobs) return LD_ERR_INVALID;
     return purge_returning_paths(db,
-                                 "DELETE FROM reports WHERE received_at < now() - make_interval(days => $1::int)"
-                                 " RETURNING blob_path",
+                                 "WITH r AS (DELETE FROM reports"
+                                 "   WHERE received_at < now() - make_interval(days => $1::int)"
+                                 "   RETURNING id, blob_path),"
+                                 " o AS (DELETE FROM occurrences WHERE report_id IN (SELECT id FROM r))"
+                                 " SELECT blob_path FROM r",
                                  days, reports_deleted, blob_paths_out, nblobs);
 }
 

@@ -276,7 +276,7 @@ static int suite_teardown(void **state) {
 static int test_setup(void **state) {
     ctx *c = *state;
     PGresult *res = NULL;
-    ld_status st = ld_db_exec(c->db, &res, "TRUNCATE apps, api_keys, reports, leak_groups, occurrences RESTART IDENTITY CASCADE",
+    ld_status st = ld_db_exec(c->db, &res, "TRUNCATE apps, api_keys, reports, leak_groups, occurrences, leak_group_devices RESTART IDENTITY CASCADE",
                               0, NULL);
     PQclear(res);
     return st == LD_OK ? 0 : -1;
