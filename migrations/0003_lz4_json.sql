@@ -21,3 +21,10 @@ DROP INDEX IF EXISTS occurrences_group_device;
 ALTER TABLE occurrences DROP CONSTRAINT IF EXISTS occurrences_group_id_fkey;
 ALTER TABLE occurrences DROP CONSTRAINT IF EXISTS occurrences_app_id_report_id_fkey;
 ALTER TABLE leak_group_devices DROP CONSTRAINT IF EXISTS leak_group_devices_group_id_fkey;
+
+-- Fewer indexes to keep per stored report. With the foreign key above gone, nothing needs
+-- (app_id, id): the report id alone is unique, and becomes the primary key. Retention finds
+-- occurrences by report, never by time any more.
+ALTER TABLE reports DROP CONSTRAINT reports_pkey;
+ALTER TABLE reports ADD CONSTRAINT reports_pkey PRIMARY KEY USING INDEX reports_id;
+DROP INDEX IF EXISTS occurrences_seen;

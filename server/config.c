@@ -41,7 +41,7 @@ static const setting settings[] = {
     I("LEAKD_CONNECTION_TIMEOUT", "--connection-timeout", connection_timeout_s, "30", 1, "seconds an idle connection is kept"),
     U("LEAKD_MIN_UPLOAD_RATE", "--min-upload-rate", min_upload_rate, "4096", "bytes/s an upload must keep up after its first 10 s"),
     I("LEAKD_DB_POOL", "--db-pool", db_pool, "16", 1, "PostgreSQL connections for HTTP requests"),
-    I("LEAKD_DB_WRITERS", "--db-writers", db_writers, "1", 1, "connections that store traces reports in batches"),
+    I("LEAKD_DB_WRITERS", "--db-writers", db_writers, "2", 1, "connections that store traces reports in batches"),
     I("LEAKD_SHUTDOWN_TIMEOUT", "--shutdown-timeout", shutdown_timeout_s, "8", 0, "seconds to finish on SIGTERM"),
     I("LEAKD_RETENTION_DAYS", "--retention-days", retention_days, "90", 0, "reports older than this are deleted (0 = never)"),
     I("LEAKD_KEEP_BLOBS", "--keep-blobs", keep_blobs, "0", 0, "1 keeps a dump after its analysis (default: deleted)"),

@@ -312,7 +312,7 @@ int ld_http_start(ld_server *s, char *err, size_t cap) {
                                   MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&addr,
                                   MHD_OPTION_CONNECTION_LIMIT, (unsigned)s->cfg.connection_limit,
                                   MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)s->cfg.connection_timeout_s,
-                                  MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)(256 * 1024), /* bigger upload chunks */
+                                  MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)(128 * 1024), /* bigger upload chunks; zeroed per request */
                                   MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
                                   cert ? MHD_OPTION_HTTPS_MEM_CERT : MHD_OPTION_END, cert,
                                   MHD_OPTION_HTTPS_MEM_KEY, key, MHD_OPTION_END);

@@ -2,21 +2,31 @@
 #define _GNU_SOURCE
 #include "report_writer.h"
 
+#include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "log.h"
 
 /* A batch stops growing past this much trace JSON (one report alone may be larger). */
 #define BATCH_BYTES (4u << 20)
 
+/* How long the oldest waiting report may wait for others to join its batch. A batch has a
+ * fixed cost (a few round trips, a commit, starting a large statement) about that of ten
+ * reports: when reports arrive spread out rather than together, batches of one or two spent
+ * twice the CPU per report, and at 80 % of the closed-loop maximum the server fell behind
+ * (p99 over 100 ms). Waiting 2 ms lets the batch fill; below that load it costs 2 ms. */
+#define BATCH_LINGER_NS 2000000L
+
 /* A request waiting for its report to be stored; lives on the request thread's stack. */
 typedef struct job {
     ld_traces_item *item;
     size_t bytes;
+    struct timespec queued_at; /* CLOCK_MONOTONIC */
     ld_status st;
     int done;
     pthread_cond_t cv;
@@ -38,6 +48,7 @@ struct ld_report_writer {
     pthread_mutex_t mu;
     pthread_cond_t work;
     job *head, *tail;
+    size_t queued;
     int stopping;
     char *url;
     size_t max_batch;
@@ -104,11 +115,23 @@ static void *writer_main(void *arg) {
     for (;;) {
         while (!w->head && !w->stopping) pthread_cond_wait(&w->work, &w->mu);
         if (!w->head) break; /* stopping, and nothing left */
+        /* Let the batch fill until its oldest report has waited BATCH_LINGER_NS. */
+        while (w->head && !w->stopping && w->queued < w->max_batch) {
+            struct timespec deadline = w->head->queued_at;
+            deadline.tv_nsec += BATCH_LINGER_NS;
+            if (deadline.tv_nsec >= 1000000000L) {
+                deadline.tv_sec++;
+                deadline.tv_nsec -= 1000000000L;
+            }
+            if (pthread_cond_timedwait(&w->work, &w->mu, &deadline) == ETIMEDOUT) break;
+        }
+        if (!w->head) continue; /* another writer took them */
         size_t n = 0, bytes = 0;
         while (w->head && n < w->max_batch && (n == 0 || bytes + w->head->bytes <= BATCH_BYTES)) {
             job *j = w->head;
             w->head = j->next;
             if (!w->head) w->tail = NULL;
+            w->queued--;
             bytes += j->bytes;
             t->batch[n++] = j;
         }
@@ -158,7 +181,11 @@ ld_report_writer *ld_report_writer_start(const char *db_url, int threads, size_t
         return NULL;
     }
     pthread_mutex_init(&w->mu, NULL);
-    pthread_cond_init(&w->work, NULL);
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC); /* the linger deadline */
+    pthread_cond_init(&w->work, &ca);
+    pthread_condattr_destroy(&ca);
     w->max_batch = max_batch;
     w->url = strdup(db_url);
     w->threads = calloc((size_t)threads, sizeof *w->threads);
@@ -197,9 +224,11 @@ ld_status ld_report_writer_store(ld_report_writer *w, ld_traces_item *item) {
     if (w->stopping) {
         j.st = LD_ERR_UNAVAILABLE;
     } else {
+        clock_gettime(CLOCK_MONOTONIC, &j.queued_at);
         if (w->tail) w->tail->next = &j;
         else w->head = &j;
         w->tail = &j;
+        w->queued++;
         pthread_cond_signal(&w->work);
         while (!j.done) pthread_cond_wait(&j.cv, &w->mu);
     }

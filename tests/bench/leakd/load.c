@@ -623,13 +623,20 @@ static int run_load(opts *o) {
             for (int i = 0; i < o->conns; i++) fail_conn(&g, &g.conns[i]);
             break;
         }
-        int timeout_ms = 100;
+        /* Sleep until the next request is due (to the microsecond: a generator that spun here
+         * took a core away from leakd and PostgreSQL on a 2-core machine), or until an answer
+         * comes; an overdue request that has no free connection also waits for an answer. */
+        double wait = 0.1;
         if (o->rate > 0 && more) {
-            double wait = t0 + (double)due_next * interval - now();
-            timeout_ms = wait <= 0 ? 0 : (int)(wait * 1000) + 0;
-            if (timeout_ms > 100) timeout_ms = 100;
+            int free_conn = 0;
+            for (int i = 0; i < o->conns && !free_conn; i++) free_conn = !g.conns[i].busy;
+            if (g.issued < due_next && !free_conn) wait = 0.1;
+            else wait = t0 + (double)due_next * interval - now();
+            if (wait > 0.1) wait = 0.1;
+            if (wait < 0) wait = 0;
         }
-        int n = epoll_wait(g.ep, evs, MAX_CONNS, timeout_ms);
+        struct timespec ts = {(time_t)wait, (long)((wait - (double)(time_t)wait) * 1e9)};
+        int n = epoll_pwait2(g.ep, evs, MAX_CONNS, &ts, NULL);
         for (int k = 0; k < n; k++) {
             conn *c = evs[k].data.ptr;
             if (c->fd < 0) continue;
