@@ -121,3 +121,20 @@ const char *lw__type_name(unsigned t) {
     default: return NULL;
     }
 }
+
+size_t lw__utf8_len(const unsigned char *s, size_t avail) {
+    unsigned c = s[0];
+    size_t n = c < 0x80 ? 1 : c >= 0xC2 && c <= 0xDF ? 2 : c >= 0xE0 && c <= 0xEF ? 3 : c >= 0xF0 && c <= 0xF4 ? 4 : 0;
+    if (n == 0 || avail < n) return 0;
+    if (n >= 2) {
+        unsigned lo = 0x80, hi = 0xBF;
+        if (c == 0xE0) lo = 0xA0;      /* overlong */
+        else if (c == 0xED) hi = 0x9F; /* surrogates */
+        else if (c == 0xF0) lo = 0x90; /* overlong */
+        else if (c == 0xF4) hi = 0x8F; /* over U+10FFFF */
+        if (s[1] < lo || s[1] > hi) return 0;
+        for (size_t i = 2; i < n; i++)
+            if ((s[i] & 0xC0) != 0x80) return 0;
+    }
+    return n;
+}

@@ -89,6 +89,11 @@ static inline unsigned lw__type_size(unsigned t, unsigned id_size) {
     }
 }
 
+/* Length (1-4) of the valid UTF-8 sequence at `s`, of which `avail` bytes may be read, or 0
+ * when it is not one (overlong forms, surrogates and code points over U+10FFFF are not). A
+ * NUL-terminated string may pass avail = 4: a NUL ends the check before it reads further. */
+size_t lw__utf8_len(const unsigned char *s, size_t avail);
+
 /* Java name of a primitive type ("int"), NULL for others. */
 const char *lw__type_name(unsigned t);
 

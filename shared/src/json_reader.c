@@ -82,24 +82,6 @@ static char *put_utf8(char *o, unsigned cp) {
     return o;
 }
 
-/* Length of the valid UTF-8 sequence at s (before end), 0 when invalid. */
-static size_t utf8_len(const unsigned char *s, const unsigned char *end) {
-    unsigned c = s[0];
-    size_t n = c < 0x80 ? 1 : c >= 0xC2 && c <= 0xDF ? 2 : c >= 0xE0 && c <= 0xEF ? 3 : c >= 0xF0 && c <= 0xF4 ? 4 : 0;
-    if (n == 0 || (size_t)(end - s) < n) return 0;
-    if (n >= 2) {
-        unsigned lo = 0x80, hi = 0xBF;
-        if (c == 0xE0) lo = 0xA0;      /* overlong */
-        else if (c == 0xED) hi = 0x9F; /* surrogates */
-        else if (c == 0xF0) lo = 0x90; /* overlong */
-        else if (c == 0xF4) hi = 0x8F; /* over U+10FFFF */
-        if (s[1] < lo || s[1] > hi) return 0;
-        for (size_t i = 2; i < n; i++)
-            if ((s[i] & 0xC0) != 0x80) return 0;
-    }
-    return n;
-}
-
 /* A string at ps->p (the opening quote); its decoded text goes to the string buffer. */
 static int parse_string(parser *ps, const char **out, size_t *out_len) {
     const unsigned char *s = ps->p + 1;
@@ -147,7 +129,7 @@ static int parse_string(parser *ps, const char **out, size_t *out_len) {
             s++;
             continue;
         }
-        size_t n = utf8_len(s, ps->end);
+        size_t n = lw__utf8_len(s, (size_t)(ps->end - s));
         if (!n) return fail(ps, "invalid UTF-8", s);
         memcpy(o, s, n);
         o += n;

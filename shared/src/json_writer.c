@@ -28,22 +28,6 @@ static void value(lw__jw *w) {
     else item(w);
 }
 
-/* Length of the valid UTF-8 sequence at `s` (1-4), or 0 when it is not one. */
-static size_t utf8_seq(const unsigned char *s) {
-    unsigned c = s[0];
-    if (c < 0x80) return 1;
-    if (c >= 0xC2 && c <= 0xDF) return (s[1] & 0xC0) == 0x80 ? 2 : 0;
-    if (c >= 0xE0 && c <= 0xEF) {
-        unsigned lo = c == 0xE0 ? 0xA0 : 0x80, hi = c == 0xED ? 0x9F : 0xBF; /* no overlong, no surrogate */
-        return s[1] >= lo && s[1] <= hi && (s[2] & 0xC0) == 0x80 ? 3 : 0;
-    }
-    if (c >= 0xF0 && c <= 0xF4) {
-        unsigned lo = c == 0xF0 ? 0x90 : 0x80, hi = c == 0xF4 ? 0x8F : 0xBF; /* up to U+10FFFF */
-        return s[1] >= lo && s[1] <= hi && (s[2] & 0xC0) == 0x80 && (s[3] & 0xC0) == 0x80 ? 4 : 0;
-    }
-    return 0;
-}
-
 static void quoted(lw__buf *b, const char *str) {
     const unsigned char *s = (const unsigned char *)str, *run = s;
     lw__buf_append(b, "\"", 1);
@@ -62,7 +46,7 @@ static void quoted(lw__buf *b, const char *str) {
             case '\t': esc = "\\t"; break;
             default: snprintf(hex, sizeof hex, "\\u%04X", *s); esc = hex;
             }
-        } else if (*s >= 0x80 && (n = utf8_seq(s)) == 0) {
+        } else if (*s >= 0x80 && (n = lw__utf8_len(s, 4)) == 0) {
             esc = "\xEF\xBF\xBD"; /* U+FFFD for the bad byte */
             n = 1;
         }
