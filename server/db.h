@@ -36,7 +36,9 @@ ld_status ld_db_check(ld_db *db);
 /* The last error's text (from libpq or the module that failed), for logs. Never NULL. */
 const char *ld_db_error(const ld_db *db);
 
-/* Runs `sql` with `n` text parameters (NULL = SQL NULL). On success *out is the result
+/* Runs `sql` with `n` text parameters (NULL = SQL NULL). A statement with parameters is
+ * prepared once per session (and again every 30 s, so no plan outlives a table's growth);
+ * one without is sent as it is. On success *out is the result
  * (the caller PQclear()s it; may be NULL when `out` is NULL). Maps failures: connection
  * loss, admin shutdown, serialization failure, deadlock -> LD_ERR_UNAVAILABLE; unique
  * violation -> LD_ERR_CONFLICT; check violation / invalid text -> LD_ERR_INVALID; the rest ->

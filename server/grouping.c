@@ -4,12 +4,12 @@
 
 #include "grouping.h"
 
-#include "reports.h"
-
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "reports.h"
 
 /* A shallow copy of `t` whose element array is its own, so recomputing the suspect flags
  * leaves the caller's report untouched. Strings stay borrowed from `t`. */

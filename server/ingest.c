@@ -294,7 +294,6 @@ static void answer_report(ld_req *r, ld_db *db, int created) {
     answered(r, obj, created);
 }
 
-
 static void store_heap(ld_req *r, ld_db *db, ld_report_in *rin) {
     ingest *in = r->state;
     char dir[1300], final[1400], rel[180];

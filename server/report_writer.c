@@ -1,4 +1,5 @@
-/* report_writer.c — one thread, one connection, a queue of waiting requests. */
+/* report_writer.c — writer threads, each with its own connection, over one queue of waiting
+ * requests. */
 #define _GNU_SOURCE
 #include "report_writer.h"
 

@@ -1,9 +1,8 @@
 /* report_writer.h — stores traces reports by group commit. Request threads hand their
- * validated report to a writer thread and wait; a writer takes everything that queued up
- * while it was busy (up to a cap) and stores it with one transaction and one commit
- * (ld_reports_insert_traces), so PostgreSQL's per-transaction cost and each group's row
- * update are paid once per batch, not once per report. Nothing is waited for on purpose: a
- * lone report is stored at once, and batches grow only with the load. */
+ * validated report to a writer thread and wait; a writer lets the oldest waiting report wait
+ * up to 2 ms for others, takes everything queued (up to a cap) and stores it with one
+ * transaction and one commit (ld_reports_insert_traces), so PostgreSQL's per-transaction cost
+ * and each group's row update are paid once per batch, not once per report. */
 #ifndef LD_REPORT_WRITER_H
 #define LD_REPORT_WRITER_H
 

@@ -23,33 +23,31 @@ int ld_uuid_valid(const char *s) {
     return s[36] == '\0';
 }
 
-/* Inserts the report row (ON CONFLICT DO NOTHING) with `status`; for 'queued' also notifies
- * the workers, for 'done' stores `result` (trace JSON) and `leaks_found`. *created = 1 when
- * inserted; 0 when this app has it; LD_ERR_CONFLICT when another app has the id. */
-static ld_status insert_report(ld_db *db, const ld_report_in *in, const char *status, const char *result,
-                               const char *leaks_found, int *created) {
+ld_status ld_report_insert_queued(ld_db *db, const ld_report_in *in, int *created) {
+    if (!db || !in || !created) return LD_ERR_INVALID;
+    if (!in->mode || strcmp(in->mode, "heap") != 0) return LD_ERR_INVALID;
     ld_status st;
     PGresult *res = NULL;
     char app[32], build[32], bytes[32];
 
     *created = 0;
-    if (!ld_uuid_valid(in->report_id) || !in->mode || !in->meta_json) return LD_ERR_INVALID;
+    if (!ld_uuid_valid(in->report_id) || !in->meta_json) return LD_ERR_INVALID;
     snprintf(app, sizeof app, "%" PRId64, in->app_id);
     snprintf(build, sizeof build, "%" PRId64, in->build);
     snprintf(bytes, sizeof bytes, "%" PRId64, in->blob_bytes);
-    const char *p[] = {in->report_id, app, in->mode, status, in->app_version ? in->app_version : "", build,
-                       in->install_id ? in->install_id : "", in->meta_json, in->blob_path, bytes, result, leaks_found};
+    const char *p[] = {in->report_id, app, in->app_version ? in->app_version : "", build,
+                       in->install_id ? in->install_id : "", in->meta_json, in->blob_path, bytes};
+    /* NOTIFY in the same statement: delivered at commit, it wakes an idle worker. */
     st = ld_db_exec(db, &res,
                     "WITH ins AS ("
                     "  INSERT INTO reports (id, app_id, mode, status, app_version, build, install_id, meta,"
-                    "    blob_path, blob_bytes, result, leaks_found, analyzed_at)"
-                    "  VALUES ($1::uuid, $2, $3, $4, $5, $6, $7, $8::jsonb, $9, $10, $11::jsonb, $12::int,"
-                    "    CASE WHEN $4 = 'done' THEN now() END)"
-                    "  ON CONFLICT DO NOTHING RETURNING id, status),"
-                    " notified AS (SELECT pg_notify('leakd_reports', id::text) FROM ins WHERE status = 'queued')"
+                    "    blob_path, blob_bytes)"
+                    "  VALUES ($1::uuid, $2, 'heap', 'queued', $3, $4, $5, $6::jsonb, $7, $8)"
+                    "  ON CONFLICT DO NOTHING RETURNING id),"
+                    " notified AS (SELECT pg_notify('leakd_reports', id::text) FROM ins)"
                     " SELECT (SELECT count(*) FROM ins), (SELECT count(*) FROM notified),"
                     "  (SELECT app_id FROM reports WHERE id = $1::uuid)",
-                    12, p);
+                    8, p);
     if (st != LD_OK) goto out;
     if (strcmp(PQgetvalue(res, 0, 0), "1") == 0) {
         *created = 1;
@@ -74,12 +72,6 @@ static ld_status insert_report(ld_db *db, const ld_report_in *in, const char *st
 out:
     PQclear(res);
     return st;
-}
-
-ld_status ld_report_insert_queued(ld_db *db, const ld_report_in *in, int *created) {
-    if (!db || !in || !created) return LD_ERR_INVALID;
-    if (!in->mode || strcmp(in->mode, "heap") != 0) return LD_ERR_INVALID;
-    return insert_report(db, in, "queued", NULL, NULL, created);
 }
 
 /* A growing text buffer; `failed` sticks after an allocation failure. */
