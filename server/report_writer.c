@@ -230,7 +230,9 @@ ld_status ld_report_writer_store(ld_report_writer *w, ld_traces_item *item) {
         else w->head = &j;
         w->tail = &j;
         w->queued++;
-        pthread_cond_signal(&w->work);
+        /* A lingering writer sleeps to its deadline unless the batch is full: waking it for
+         * every report that joins cost two context switches per report. */
+        if (w->queued == 1 || w->queued >= w->max_batch) pthread_cond_signal(&w->work);
         while (!j.done) pthread_cond_wait(&j.cv, &w->mu);
     }
     pthread_mutex_unlock(&w->mu);
