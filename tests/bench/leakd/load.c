@@ -86,6 +86,7 @@ typedef struct {
     long size;   /* traces JSON bytes */
     long mb;     /* heap part MB */
     int warmup_sigs;
+    double timeline; /* --timeline SECONDS: latency per window of due times, to stderr */
     pid_t pss_pids[MAX_PSS_PIDS];
     int npss;
     const char *dir;
@@ -215,6 +216,8 @@ typedef struct {
     int last_bad_status;
     char last_bad_body[300];
     double *lat;        /* seconds, per answered request */
+    double *lat_due;    /* --timeline: when each of them was due, seconds after the start */
+    double t0;
     long lat_cap, nlat;
     uint64_t body_bytes;
 } engine;
@@ -376,7 +379,10 @@ static void finish(engine *g, conn *c, int status, double t) {
         g->last_bad_status = status;
     } else g->errors++;
     if (status >= 100 && status < 600) g->status_count[status / 100]++;
-    if (status > 0 && g->nlat < g->lat_cap) g->lat[g->nlat++] = t - c->due;
+    if (status > 0 && g->nlat < g->lat_cap) {
+        if (g->lat_due) g->lat_due[g->nlat] = c->due - g->t0;
+        g->lat[g->nlat++] = t - c->due;
+    }
 }
 
 static void fail_conn(engine *g, conn *c) {
@@ -492,6 +498,26 @@ static double pct(double *v, long n, double p) {
     return v[i];
 }
 
+/* Latency by window of due time: where in a run the slow requests were (a stall shows as a
+ * window whose max is the stall and whose followers drain the backlog). */
+static void print_timeline(engine *g, double window) {
+    long nw = 0;
+    for (long i = 0; i < g->nlat; i++)
+        if ((long)(g->lat_due[i] / window) + 1 > nw) nw = (long)(g->lat_due[i] / window) + 1;
+    double *w = malloc((size_t)(g->nlat ? g->nlat : 1) * sizeof *w);
+    if (!w) die("out of memory");
+    fprintf(stderr, "timeline: window_s count p50_ms p99_ms max_ms\n");
+    for (long k = 0; k < nw; k++) {
+        long n = 0;
+        for (long i = 0; i < g->nlat; i++)
+            if ((long)(g->lat_due[i] / window) == k) w[n++] = g->lat[i];
+        qsort(w, (size_t)n, sizeof *w, cmp_double);
+        fprintf(stderr, "timeline: %7.2f %6ld %7.2f %7.2f %7.2f\n", (double)k * window, n, pct(w, n, 0.5) * 1e3,
+                pct(w, n, 0.99) * 1e3, n ? w[n - 1] * 1e3 : 0.0);
+    }
+    free(w);
+}
+
 /* ---- request bodies ------------------------------------------------------------------------ */
 
 /* A ~`size`-byte trace JSON document: one application leak, one trace of NO elements, then
@@ -581,6 +607,7 @@ static int run_load(opts *o) {
     g.lat_cap = limit > 0 ? limit : (long)(o->seconds * 200000) + 1000;
     g.lat = calloc((size_t)g.lat_cap, sizeof *g.lat);
     if (!g.lat) die("out of memory");
+    if (o->timeline > 0 && !(g.lat_due = calloc((size_t)g.lat_cap, sizeof *g.lat_due))) die("out of memory");
 
     signal(SIGPIPE, SIG_IGN);
     g.ep = epoll_create1(EPOLL_CLOEXEC);
@@ -596,7 +623,7 @@ static int run_load(opts *o) {
         pthread_create(&ps.th, NULL, pss_loop, &ps);
     }
 
-    double t0 = now();
+    double t0 = g.t0 = now();
     double stop_issuing = o->seconds > 0 ? t0 + o->seconds : 1e300;
     double hard_stop = t0 + (o->seconds > 0 ? 2 * o->seconds : 600) + 30;
     double interval = o->rate > 0 ? 1.0 / o->rate : 0;
@@ -652,6 +679,7 @@ static int run_load(opts *o) {
     for (int i = 0; i < o->conns; i++) conn_close(&g, &g.conns[i]);
 
     long nl = g.nlat;
+    if (g.lat_due) print_timeline(&g, o->timeline);
     qsort(g.lat, (size_t)nl, sizeof *g.lat, cmp_double);
     double rate = (double)g.done / elapsed;
     double mbps = (double)g.body_bytes / elapsed / 1e6;
@@ -723,7 +751,7 @@ static int run_seqwrite(opts *o) {
 static const char usage[] =
     "usage: leakd_load traces|heap|healthz --server HOST:PORT [--key K --app A] [--conns C]\n"
     "                  (--count N | --seconds S) [--rate R] [--sigs N] [--size BYTES] [--mb M]\n"
-    "                  [--warmup-sigs] [--pss-pid PID]...\n"
+    "                  [--warmup-sigs] [--pss-pid PID]... [--timeline SECONDS]\n"
     "       leakd_load fsync DIR [--seconds S]\n"
     "       leakd_load seqwrite DIR [--mb M]\n"
     "       leakd_load pss PID...\n";
@@ -764,6 +792,7 @@ int main(int argc, char **argv) {
         else if (ARG("--sigs")) o.sigs = atoi(v);
         else if (ARG("--size")) o.size = atol(v);
         else if (ARG("--mb")) o.mb = atol(v);
+        else if (ARG("--timeline")) o.timeline = atof(v);
         else if (ARG("--pss-pid")) {
             if (o.npss == MAX_PSS_PIDS) die("at most %d --pss-pid", MAX_PSS_PIDS);
             o.pss_pids[o.npss++] = (pid_t)atoi(v);

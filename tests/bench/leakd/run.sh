@@ -3,7 +3,7 @@
 # PostgreSQL (tests/server/pg_cluster.sh) and a real `leakd serve` on loopback, measures the
 # baselines (fsyncs/s and fsync'd sequential MB/s in the data dir, pgbench commits/s on the same
 # cluster, leakd's GET /healthz rate), then traces and heap uploads and leakd's memory, and
-# prints one table: figure, value, baseline, ratio, target, OK/OVER. About 2–3 minutes.
+# prints one table: figure, value, baseline, ratio, target, OK/OVER. About 3.5 minutes.
 # Builds nothing: build leakd and leakd_load first
 #   cmake --build BUILD_DIR --target leakd leakd_load
 #
@@ -19,6 +19,7 @@
 #                 leakd stores traces reports by group commit, and a closed loop's rate is its
 #                 connections / latency, so 16 connections leave the machine partly idle
 #   SECONDS_A     seconds of each traces run (10)
+#   RATE_SECONDS  seconds of the fixed-rate run (30)
 #   LEAKD_LOAD    the load generator (default BUILD_DIR/tests/bench/leakd_load)
 # Exit status: 0 when every request got a 2xx (speed and memory never fail it: they are OK or
 # OVER), 1 when a request failed, 2 on usage or setup errors, 77 when PostgreSQL is missing.
@@ -36,6 +37,7 @@ CONNS=${CONNS:-16}
 TRACES_CONNS=${TRACES_CONNS:-64}
 DB_POOL=${DB_POOL:-16}
 SECONDS_A=${SECONDS_A:-10}
+RATE_SECONDS=${RATE_SECONDS:-30}
 
 for b in "$LEAKD" "$LOAD"; do
     [[ -x $b ]] || { echo "run.sh: $b missing; build it: cmake --build $BUILD_DIR --target leakd leakd_load" >&2; exit 2; }
@@ -130,7 +132,7 @@ if [[ $SMOKE == 1 ]]; then
     FSYNC_S=0.3 SEQ_MB=16 PGB_T=1 HZ=(--count 200) SIGS=20 WARM=20 RUN_A=(--count 60) RATE_S=1
     HEAP_MB=1 HEAP_N=2 GROW=(1 2 4) GROW_N=2
 else
-    FSYNC_S=2 SEQ_MB=256 PGB_T=5 HZ=(--seconds 3) SIGS=1000 WARM=1000 RUN_A=(--seconds "$SECONDS_A") RATE_S=$SECONDS_A
+    FSYNC_S=2 SEQ_MB=256 PGB_T=5 HZ=(--seconds 3) SIGS=1000 WARM=1000 RUN_A=(--seconds "$SECONDS_A") RATE_S=$RATE_SECONDS
     HEAP_MB=50 HEAP_N=16 GROW=(10 50 200) GROW_N=0 # 0: counts below
 fi
 
@@ -174,8 +176,13 @@ batch_mean() {
 }
 RATE80=$(awk -v r="$(val "$TA" rate)" 'BEGIN { x = int(r * 0.8); print x < 1 ? 1 : x }')
 say "(a) traces, $SIGS signatures, fixed rate $RATE80/s (80 %) for ${RATE_S} s, open loop"
+# --timeline: latency per 1-s window of due times, to tell one stall from a slow run
 TR=$(load traces --server "$SERVER" --key "$KEY" --app bench --sigs "$SIGS" --conns 128 --rate "$RATE80" \
-    --seconds "$RATE_S" --pss-pid "$LEAKD_PID" --pss-pid "$PG_PID")
+    --seconds "$RATE_S" --timeline 1 --pss-pid "$LEAKD_PID" --pss-pid "$PG_PID" 2>"$WORK/timeline")
+grep -v '^timeline: ' "$WORK/timeline" >&2 || true
+WINDOWS=$(grep -c '^timeline: *[0-9]' "$WORK/timeline" || true)
+SLOW=$(awk '$1 == "timeline:" && $2 ~ /^[0-9]/ && $6 + 0 >= 50 { n++ } END { print n + 0 }' "$WORK/timeline")
+if [[ -n ${KEEP_TIMELINE:-} ]]; then cp "$WORK/timeline" "$KEEP_TIMELINE"; fi
 
 # ---- (b) heap uploads, (c) memory as bodies grow ------------------------------------------------
 say "(b) heap uploads of $HEAP_MB MB, 2 connections, $HEAP_N uploads"
@@ -223,6 +230,7 @@ row "fixed rate p50"                            "$(val "$TR" p50_ms)" "ms" "" ""
 row "fixed rate p90"                            "$(val "$TR" p90_ms)" "ms" "" "" - ""
 row "fixed rate p99"                            "$(val "$TR" p99_ms)" "ms" "" "" lt 50
 row "fixed rate max"                            "$(val "$TR" max_ms)" "ms" "" "" - ""
+row "  1-s windows with a request >= 50 ms"      "$SLOW" "of $WINDOWS" "" "" - ""
 row "heap uploads, $HEAP_MB MB"                 "$(val "$HB" mbps)" "MB/s" "seq write+fsync" "$SEQM" ge \
     "$(awk -v s="$SEQM" 'BEGIN { printf "%.1f", s / 2 }')"
 row "leakd PSS, idle"                           "$(kb2mb "$(val "$IDLE" pss0_kb)")" "MB" "" "" lt 64
