@@ -13,8 +13,8 @@
  *
  * One known leak: com.example.bench.LeakRegistry.listeners -> ArrayList.elementData ->
  * Object[3] -> com.example.bench.LeakedScreen, watched by a retained
- * io.leakwatch.KeyedWeakReference with key LEAK_KEY. Uses libleakcore's internal HPROF
- * writer (lw__hprof_writer_*). */
+ * io.leakwatch.KeyedWeakReference with key LEAK_KEY. Names, classes and records go through
+ * hprof_out.h, which gen_sdk_heap shares. */
 #define _POSIX_C_SOURCE 200809L
 #include <errno.h>
 #include <inttypes.h>
@@ -25,7 +25,9 @@
 #include <sys/resource.h>
 #include <time.h>
 
-#include "hprof_writer.h"
+#include "common.h"
+#include "hprof_format.h"
+#include "hprof_out.h"
 
 #define GEN_VERSION "gen_heap 1"
 #define LEAK_KEY "b3c8a7e0-0000-4000-8000-000000000001"
@@ -36,8 +38,6 @@
 #define RESERVOIR 65536
 #define PENDING_MAX 1024
 #define BYTES_PER_OBJECT 100 /* file bytes per object the buffer controller aims at */
-#define TIMESTAMP_MS 1767225600000ull /* 2026-01-01T00:00:00Z, fixed for reproducibility */
-#define STACK_SERIAL 1u               /* the frameless trace objects point to, as HotSpot does */
 
 /* ---- PRNG: splitmix64 ----------------------------------------------------------------- */
 
@@ -73,138 +73,62 @@ static void *xrealloc(void *p, size_t n) {
 }
 static uint64_t align8(uint64_t v) { return (v + 7) & ~7ull; }
 
-/* ---- strings (STRING records): interned names ------------------------------------------ */
+/* ---- names and classes (hprof_out) -------------------------------------------------------- */
 
-typedef struct name { char *s; uint64_t sid; } name;
-static name *g_names;
-static size_t g_nnames, g_capnames;
-static uint32_t *g_name_ht; /* open addressing over g_names, 0 = empty, else index+1 */
-static size_t g_name_htcap = 1 << 15;
-static uint64_t g_next_sid = 0x7f3a10000000ull; /* Symbol addresses, as HotSpot uses */
+static hprof_out *g_out;
 
-static uint64_t hash_str(const char *s) {
-    uint64_t h = 1469598103934665603ull;
-    for (; *s; s++) h = (h ^ (uint8_t)*s) * 1099511628211ull;
-    return h;
+/* The generator stops at hprof_out's first failure. */
+static void check(int rc) {
+    if (rc < 0) die("%s", hprof_out_error(g_out));
 }
 
 static uint64_t intern(const char *s) {
-    if (!g_name_ht) g_name_ht = calloc(g_name_htcap, sizeof *g_name_ht);
-    if (!g_name_ht) die("out of memory%s", "");
-    size_t m = g_name_htcap - 1, i = hash_str(s) & m;
-    while (g_name_ht[i]) {
-        if (strcmp(g_names[g_name_ht[i] - 1].s, s) == 0) return g_names[g_name_ht[i] - 1].sid;
-        i = (i + 1) & m;
-    }
-    if (g_nnames * 2 >= g_name_htcap) die("too many names%s", "");
-    if (g_nnames == g_capnames) {
-        g_capnames = g_capnames ? 2 * g_capnames : 1024;
-        g_names = xrealloc(g_names, g_capnames * sizeof *g_names);
-    }
-    size_t len = strlen(s);
-    char *copy = xrealloc(NULL, len + 1);
-    memcpy(copy, s, len + 1);
-    g_names[g_nnames].s = copy;
-    g_names[g_nnames].sid = g_next_sid;
-    g_next_sid += align8(len + 24);
-    g_name_ht[i] = (uint32_t)(++g_nnames);
-    return g_names[g_nnames - 1].sid;
+    uint64_t id;
+    check(hprof_out_name(g_out, s, strlen(s), &id));
+    return id;
 }
 
-/* ---- classes ---------------------------------------------------------------------------- */
+static int add_class(const char *nm, int super, int boot, const char *fields) {
+    int ci = hprof_out_class(g_out, nm, super, boot, fields);
+    check(ci);
+    return ci;
+}
 
-#define MAX_FIELDS 8
-#define MAX_LAYOUT 64
+static size_t layout(int ci, const uint8_t **types) { return hprof_out_layout(g_out, ci, types); }
 
-typedef struct gstatic { uint64_t name; uint8_t type; int slot; uint64_t value; } gstatic;
+static int ref_fields(int ci) {
+    const uint8_t *lay;
+    int n = 0;
+    for (size_t i = 0, nlay = layout(ci, &lay); i < nlay; i++) n += lay[i] == LW_T_OBJECT;
+    return n;
+}
 
-typedef struct gclass {
-    char *name;         /* JVM form: java/lang/String, [Ljava/lang/Object; */
-    uint64_t id, name_sid;
-    int super;          /* index, -1 for none */
-    int boot;           /* loaded by the boot loader: STICKY_CLASS root, loader 0 */
-    int nfields;
-    lw__hprof_field_def fields[MAX_FIELDS];
-    int nstatics;
-    gstatic statics[4];
-    int nlay;           /* instance layout: own fields, then the super's, ... */
-    uint8_t lay[MAX_LAYOUT];
-    uint32_t isize;     /* INSTANCE_DUMP data bytes */
-    int nrefs;          /* reference fields in the layout */
-} gclass;
-
-static gclass g_cls[APP_CLASSES + 64];
-static int g_ncls;
-
-/* Static reference slots: values found by the dry pass, written in the CLASS_DUMPs. */
-static uint64_t *g_slot_val;
+/* Static reference slots: every object static of every class, for well-known objects and
+ * cluster heads to hang off. The dry pass finds their values and hands them to hprof_out for
+ * the CLASS_DUMPs; the second pass checks it finds the same. */
+typedef struct static_slot {
+    int cls, k;       /* static k of class cls */
+    uint64_t val;
+    int pinned;       /* reserved for a well-known object: no cluster head takes it */
+} static_slot;
+static static_slot *g_slots;
 static int g_nslots;
 static int g_slot_next;      /* next slot a cluster head may take (pinned slots are skipped) */
-static unsigned char *g_slot_pinned;
 
-static int add_class(const char *nm, int super, int boot) {
-    if (g_ncls >= (int)(sizeof g_cls / sizeof g_cls[0])) die("too many classes%s", "");
-    gclass *c = &g_cls[g_ncls];
-    memset(c, 0, sizeof *c);
-    c->name = xrealloc(NULL, strlen(nm) + 1);
-    strcpy(c->name, nm);
-    c->name_sid = intern(nm);
-    c->super = super;
-    c->boot = boot;
-    return g_ncls++;
-}
-static void add_field(int ci, const char *nm, uint8_t type) {
-    gclass *c = &g_cls[ci];
-    if (c->nfields >= MAX_FIELDS) die("too many fields in %s", c->name);
-    c->fields[c->nfields].name_id = intern(nm);
-    c->fields[c->nfields].type = type;
-    c->fields[c->nfields].value = 0;
-    c->nfields++;
-}
+/* Returns the slot of an object static, -1 for the others. */
 static int add_static(int ci, const char *nm, uint8_t type, uint64_t value) {
-    gclass *c = &g_cls[ci];
-    if (c->nstatics >= 4) die("too many statics in %s", c->name);
-    gstatic *s = &c->statics[c->nstatics++];
-    s->name = intern(nm);
-    s->type = type;
-    s->value = value;
-    s->slot = -1;
-    if (type == LW_T_OBJECT) {
-        s->slot = g_nslots++;
-        g_slot_val = xrealloc(g_slot_val, (size_t)g_nslots * sizeof *g_slot_val);
-        g_slot_pinned = xrealloc(g_slot_pinned, (size_t)g_nslots);
-        g_slot_val[s->slot] = 0;
-        g_slot_pinned[s->slot] = 0;
-    }
-    return s->slot;
-}
-static void finish_layouts(void) {
-    for (int i = 0; i < g_ncls; i++) {
-        gclass *c = &g_cls[i];
-        c->nlay = 0;
-        c->isize = 0;
-        c->nrefs = 0;
-        for (int k = i; k >= 0; k = g_cls[k].super) {
-            for (int f = 0; f < g_cls[k].nfields; f++) {
-                if (c->nlay >= MAX_LAYOUT) die("layout too deep in %s", c->name);
-                uint8_t t = g_cls[k].fields[f].type;
-                c->lay[c->nlay++] = t;
-                c->isize += lw__type_size(t, 8);
-                if (t == LW_T_OBJECT) c->nrefs++;
-            }
-        }
-    }
+    int k = hprof_out_static(g_out, ci, nm, type, value);
+    check(k);
+    if (type != LW_T_OBJECT) return -1;
+    g_slots = xrealloc(g_slots, (size_t)(g_nslots + 1) * sizeof *g_slots);
+    g_slots[g_nslots] = (static_slot){ci, k, 0, 0};
+    return g_nslots++;
 }
 /* Position of field `nm` declared by class `decl` in the layout of class `ci`. */
 static int lay_pos(int ci, int decl, const char *nm) {
-    uint64_t sid = intern(nm);
-    int pos = 0;
-    for (int k = ci; k >= 0; k = g_cls[k].super) {
-        for (int f = 0; f < g_cls[k].nfields; f++, pos++)
-            if (k == decl && g_cls[k].fields[f].name_id == sid) return pos;
-    }
-    die("no field %s", nm);
-    return -1;
+    int pos = hprof_out_field_pos(g_out, ci, decl, nm);
+    check(pos);
+    return pos;
 }
 
 /* well-known classes and field positions */
@@ -234,124 +158,79 @@ static const char *const k_vocab[] = {
 
 static void build_classes(uint64_t seed) {
     rng r = {seed ^ 0xC1A55E5ull};
-    C_OBJECT = add_class("java/lang/Object", -1, 1);
-    C_STRING = add_class("java/lang/String", C_OBJECT, 1);
-    add_field(C_STRING, "value", LW_T_OBJECT);
-    add_field(C_STRING, "coder", LW_T_BYTE);
-    add_field(C_STRING, "hash", LW_T_INT);
-    add_field(C_STRING, "hashIsZero", LW_T_BOOLEAN);
+    C_OBJECT = add_class("java/lang/Object", -1, 1, NULL);
+    C_STRING = add_class("java/lang/String", C_OBJECT, 1, "value:O coder:B hash:I hashIsZero:Z");
     add_static(C_STRING, "serialVersionUID", LW_T_LONG, (uint64_t)-6849794470754667710LL);
     add_static(C_STRING, "COMPACT_STRINGS", LW_T_BOOLEAN, 1);
     S_CI_ORDER = add_static(C_STRING, "CASE_INSENSITIVE_ORDER", LW_T_OBJECT, 0);
-    C_CICOMP = add_class("java/lang/String$CaseInsensitiveComparator", C_OBJECT, 1);
-    add_class("java/lang/Class", C_OBJECT, 1);
-    C_NUMBER = add_class("java/lang/Number", C_OBJECT, 1);
-    C_INTEGER = add_class("java/lang/Integer", C_NUMBER, 1);
-    add_field(C_INTEGER, "value", LW_T_INT);
+    C_CICOMP = add_class("java/lang/String$CaseInsensitiveComparator", C_OBJECT, 1, NULL);
+    add_class("java/lang/Class", C_OBJECT, 1, NULL);
+    C_NUMBER = add_class("java/lang/Number", C_OBJECT, 1, NULL);
+    C_INTEGER = add_class("java/lang/Integer", C_NUMBER, 1, "value:I");
     add_static(C_INTEGER, "MIN_VALUE", LW_T_INT, 0x80000000u);
-    C_LONG = add_class("java/lang/Long", C_NUMBER, 1);
-    add_field(C_LONG, "value", LW_T_LONG);
-    int absc = add_class("java/util/AbstractCollection", C_OBJECT, 1);
-    int absl = add_class("java/util/AbstractList", absc, 1);
-    add_field(absl, "modCount", LW_T_INT);
-    C_ARRAYLIST = add_class("java/util/ArrayList", absl, 1);
-    add_field(C_ARRAYLIST, "elementData", LW_T_OBJECT);
-    add_field(C_ARRAYLIST, "size", LW_T_INT);
+    C_LONG = add_class("java/lang/Long", C_NUMBER, 1, "value:J");
+    int absc = add_class("java/util/AbstractCollection", C_OBJECT, 1, NULL);
+    int absl = add_class("java/util/AbstractList", absc, 1, "modCount:I");
+    C_ARRAYLIST = add_class("java/util/ArrayList", absl, 1, "elementData:O size:I");
     add_static(C_ARRAYLIST, "serialVersionUID", LW_T_LONG, 8683452581122892189ull);
     S_AL_EMPTY = add_static(C_ARRAYLIST, "EMPTY_ELEMENTDATA", LW_T_OBJECT, 0);
     S_AL_DEFEMPTY = add_static(C_ARRAYLIST, "DEFAULTCAPACITY_EMPTY_ELEMENTDATA", LW_T_OBJECT, 0);
-    int absm = add_class("java/util/AbstractMap", C_OBJECT, 1);
-    add_field(absm, "keySet", LW_T_OBJECT);
-    add_field(absm, "values", LW_T_OBJECT);
-    C_HASHMAP = add_class("java/util/HashMap", absm, 1);
-    add_field(C_HASHMAP, "table", LW_T_OBJECT);
-    add_field(C_HASHMAP, "entrySet", LW_T_OBJECT);
-    add_field(C_HASHMAP, "size", LW_T_INT);
-    add_field(C_HASHMAP, "modCount", LW_T_INT);
-    add_field(C_HASHMAP, "threshold", LW_T_INT);
-    add_field(C_HASHMAP, "loadFactor", LW_T_FLOAT);
-    C_HMNODE = add_class("java/util/HashMap$Node", C_OBJECT, 1);
-    add_field(C_HMNODE, "hash", LW_T_INT);
-    add_field(C_HMNODE, "key", LW_T_OBJECT);
-    add_field(C_HMNODE, "value", LW_T_OBJECT);
-    add_field(C_HMNODE, "next", LW_T_OBJECT);
-    int absseq = add_class("java/util/AbstractSequentialList", absl, 1);
-    C_LINKEDLIST = add_class("java/util/LinkedList", absseq, 1);
-    add_field(C_LINKEDLIST, "size", LW_T_INT);
-    add_field(C_LINKEDLIST, "first", LW_T_OBJECT);
-    add_field(C_LINKEDLIST, "last", LW_T_OBJECT);
-    C_LLNODE = add_class("java/util/LinkedList$Node", C_OBJECT, 1);
-    add_field(C_LLNODE, "item", LW_T_OBJECT);
-    add_field(C_LLNODE, "next", LW_T_OBJECT);
-    add_field(C_LLNODE, "prev", LW_T_OBJECT);
-    C_THREAD = add_class("java/lang/Thread", C_OBJECT, 1);
-    add_field(C_THREAD, "name", LW_T_OBJECT);
-    add_field(C_THREAD, "tid", LW_T_LONG);
-    add_field(C_THREAD, "priority", LW_T_INT);
-    add_field(C_THREAD, "daemon", LW_T_BOOLEAN);
-    add_field(C_THREAD, "contextClassLoader", LW_T_OBJECT);
-    add_field(C_THREAD, "target", LW_T_OBJECT);
+    int absm = add_class("java/util/AbstractMap", C_OBJECT, 1, "keySet:O values:O");
+    C_HASHMAP = add_class("java/util/HashMap", absm, 1,
+                          "table:O entrySet:O size:I modCount:I threshold:I loadFactor:F");
+    C_HMNODE = add_class("java/util/HashMap$Node", C_OBJECT, 1, "hash:I key:O value:O next:O");
+    int absseq = add_class("java/util/AbstractSequentialList", absl, 1, NULL);
+    C_LINKEDLIST = add_class("java/util/LinkedList", absseq, 1, "size:I first:O last:O");
+    C_LLNODE = add_class("java/util/LinkedList$Node", C_OBJECT, 1, "item:O next:O prev:O");
+    C_THREAD = add_class("java/lang/Thread", C_OBJECT, 1,
+                         "name:O tid:J priority:I daemon:Z contextClassLoader:O target:O");
     add_static(C_THREAD, "threadSeqNumber", LW_T_LONG, 40);
-    C_REFERENCE = add_class("java/lang/ref/Reference", C_OBJECT, 1);
-    add_field(C_REFERENCE, "referent", LW_T_OBJECT);
-    add_field(C_REFERENCE, "queue", LW_T_OBJECT);
-    add_field(C_REFERENCE, "next", LW_T_OBJECT);
-    add_field(C_REFERENCE, "discovered", LW_T_OBJECT);
-    C_WEAKREF = add_class("java/lang/ref/WeakReference", C_REFERENCE, 1);
-    C_CLASSLOADER = add_class("java/lang/ClassLoader", C_OBJECT, 1);
-    add_field(C_CLASSLOADER, "parent", LW_T_OBJECT);
-    add_field(C_CLASSLOADER, "name", LW_T_OBJECT);
-    add_field(C_CLASSLOADER, "classes", LW_T_OBJECT);
-    int builtin = add_class("jdk/internal/loader/BuiltinClassLoader", C_CLASSLOADER, 1);
-    C_APPLOADER = add_class("jdk/internal/loader/ClassLoaders$AppClassLoader", builtin, 1);
-    C_OBJARR = add_class("[Ljava/lang/Object;", C_OBJECT, 1);
-    C_NODEARR = add_class("[Ljava/util/HashMap$Node;", C_OBJECT, 1);
-    C_STRARR = add_class("[Ljava/lang/String;", C_OBJECT, 1);
+    C_REFERENCE = add_class("java/lang/ref/Reference", C_OBJECT, 1, "referent:O queue:O next:O discovered:O");
+    C_WEAKREF = add_class("java/lang/ref/WeakReference", C_REFERENCE, 1, NULL);
+    C_CLASSLOADER = add_class("java/lang/ClassLoader", C_OBJECT, 1, "parent:O name:O classes:O");
+    int builtin = add_class("jdk/internal/loader/BuiltinClassLoader", C_CLASSLOADER, 1, NULL);
+    C_APPLOADER = add_class("jdk/internal/loader/ClassLoaders$AppClassLoader", builtin, 1, NULL);
+    C_OBJARR = add_class("[Ljava/lang/Object;", C_OBJECT, 1, NULL);
+    C_NODEARR = add_class("[Ljava/util/HashMap$Node;", C_OBJECT, 1, NULL);
+    C_STRARR = add_class("[Ljava/lang/String;", C_OBJECT, 1, NULL);
     static const char *const prim_arrays[] = {"[Z", "[C", "[F", "[D", "[B", "[S", "[I", "[J"};
-    for (size_t i = 0; i < sizeof prim_arrays / sizeof prim_arrays[0]; i++) add_class(prim_arrays[i], C_OBJECT, 1);
+    for (size_t i = 0; i < sizeof prim_arrays / sizeof prim_arrays[0]; i++)
+        add_class(prim_arrays[i], C_OBJECT, 1, NULL);
 
     /* the app: the benchmark's known leak and the watcher */
-    C_LEAKREG = add_class("com/example/bench/LeakRegistry", C_OBJECT, 0);
+    C_LEAKREG = add_class("com/example/bench/LeakRegistry", C_OBJECT, 0, NULL);
     S_LEAK_LISTENERS = add_static(C_LEAKREG, "listeners", LW_T_OBJECT, 0);
     add_static(C_LEAKREG, "registered", LW_T_INT, 5);
-    C_LEAKSCREEN = add_class("com/example/bench/LeakedScreen", C_OBJECT, 0);
-    add_field(C_LEAKSCREEN, "title", LW_T_OBJECT);
-    add_field(C_LEAKSCREEN, "rootView", LW_T_OBJECT);
-    add_field(C_LEAKSCREEN, "destroyed", LW_T_BOOLEAN);
-    add_field(C_LEAKSCREEN, "screenId", LW_T_INT);
-    C_KWR = add_class("io/leakwatch/KeyedWeakReference", C_WEAKREF, 0);
-    add_field(C_KWR, "key", LW_T_OBJECT);
-    add_field(C_KWR, "description", LW_T_OBJECT);
-    add_field(C_KWR, "watchUptimeMillis", LW_T_LONG);
-    add_field(C_KWR, "retainedUptimeMillis", LW_T_LONG);
+    C_LEAKSCREEN = add_class("com/example/bench/LeakedScreen", C_OBJECT, 0,
+                             "title:O rootView:O destroyed:Z screenId:I");
+    C_KWR = add_class("io/leakwatch/KeyedWeakReference", C_WEAKREF, 0,
+                      "key:O description:O watchUptimeMillis:J retainedUptimeMillis:J");
     add_static(C_KWR, "heapDumpUptimeMillis", LW_T_LONG, 1234567);
-    C_WATCHER = add_class("io/leakwatch/Watcher", C_OBJECT, 0);
+    C_WATCHER = add_class("io/leakwatch/Watcher", C_OBJECT, 0, NULL);
     S_WATCHER_REFS = add_static(C_WATCHER, "references", LW_T_OBJECT, 0);
 
-    /* ~2000 synthetic app classes; a third extend an earlier one */
-    static const uint8_t types[] = {LW_T_OBJECT, LW_T_OBJECT, LW_T_OBJECT, LW_T_OBJECT, LW_T_OBJECT, LW_T_OBJECT,
-                                    LW_T_OBJECT, LW_T_OBJECT, LW_T_OBJECT, LW_T_OBJECT, LW_T_OBJECT, LW_T_OBJECT,
-                                    LW_T_OBJECT, LW_T_OBJECT, LW_T_OBJECT, LW_T_INT,    LW_T_INT,
-                                    LW_T_INT,    LW_T_LONG,   LW_T_LONG,   LW_T_BOOLEAN, LW_T_BOOLEAN, LW_T_BYTE,
-                                    LW_T_SHORT,  LW_T_CHAR,   LW_T_FLOAT,  LW_T_DOUBLE};
+    /* ~2000 synthetic app classes; a third extend an earlier one. Field types as type letters
+     * (see hprof_out_class), about half of them references. */
+    static const char types[] = "OOOOOOOOOOOOOOOIIIJJZZBSCFD";
     size_t nvocab = sizeof k_vocab / sizeof k_vocab[0];
-    C_APP0 = g_ncls;
+    C_APP0 = hprof_out_class_count(g_out);
     for (int i = 0; i < APP_CLASSES; i++) {
         char nm[64];
         snprintf(nm, sizeof nm, "com/example/gen/C%d", i);
         int super = (i > 10 && runif(&r) < 0.3) ? C_APP0 + (int)rbelow(&r, (uint64_t)i) : C_OBJECT;
-        /* keep hierarchies shallow enough for MAX_LAYOUT */
+        /* keep hierarchies shallow, as apps' are */
         int depth = 0;
-        for (int k = super; k >= 0; k = g_cls[k].super) depth++;
+        for (int k = super; k >= 0; k = hprof_out_super(g_out, k)) depth++;
         if (depth > 4) super = C_OBJECT;
-        int ci = add_class(nm, super, 0);
         int nf = (int)rrange(&r, 1, 6);
         int first = (int)rbelow(&r, nvocab);
-        for (int f = 0; f < nf; f++) {
-            char fname[48];
-            snprintf(fname, sizeof fname, "%s%s", k_vocab[(size_t)(first + f * 7) % nvocab], f >= 3 ? "2" : "");
-            add_field(ci, fname, types[rbelow(&r, sizeof types)]);
-        }
+        char fields[6 * 48];
+        size_t len = 0;
+        for (int f = 0; f < nf; f++)
+            len += (size_t)snprintf(fields + len, sizeof fields - len, "%s%s%s:%c", f ? " " : "",
+                                    k_vocab[(size_t)(first + f * 7) % nvocab], f >= 3 ? "2" : "",
+                                    types[rbelow(&r, sizeof types - 1)]);
+        int ci = add_class(nm, super, 0, fields);
         double u = runif(&r);
         int ns = u < 0.3 ? 0 : u < 0.6 ? 1 : u < 0.85 ? 2 : 3;
         for (int s = 0; s < ns; s++) {
@@ -364,10 +243,9 @@ static void build_classes(uint64_t seed) {
             else add_static(ci, sname, LW_T_BOOLEAN, rbelow(&r, 2));
         }
     }
-    finish_layouts();
-    for (int i = C_APP0; i < g_ncls; i++) {
-        if (g_cls[i].nrefs >= 1) g_app_ref_classes[g_napp_ref++] = i;
-        if (g_cls[i].nrefs >= 2) g_app_tree_classes[g_napp_tree++] = i;
+    for (int i = C_APP0; i < hprof_out_class_count(g_out); i++) {
+        if (ref_fields(i) >= 1) g_app_ref_classes[g_napp_ref++] = i;
+        if (ref_fields(i) >= 2) g_app_tree_classes[g_napp_tree++] = i;
     }
 
     P_STR_VALUE = lay_pos(C_STRING, C_STRING, "value");
@@ -411,8 +289,8 @@ static void build_classes(uint64_t seed) {
     P_KWR_RET = lay_pos(C_KWR, C_KWR, "retainedUptimeMillis");
     P_KWR_REFERENT = lay_pos(C_KWR, C_REFERENCE, "referent");
 
-    g_slot_pinned[S_CI_ORDER] = g_slot_pinned[S_AL_EMPTY] = g_slot_pinned[S_AL_DEFEMPTY] = 1;
-    g_slot_pinned[S_LEAK_LISTENERS] = g_slot_pinned[S_WATCHER_REFS] = 1;
+    g_slots[S_CI_ORDER].pinned = g_slots[S_AL_EMPTY].pinned = g_slots[S_AL_DEFEMPTY].pinned = 1;
+    g_slots[S_LEAK_LISTENERS].pinned = g_slots[S_WATCHER_REFS].pinned = 1;
 }
 
 /* ---- thread stacks (STACK_FRAME / STACK_TRACE records) --------------------------------- */
@@ -457,8 +335,7 @@ static int g_ntexts;
 static uint64_t g_app_loader; /* found by the dry pass; the app classes' loader in CLASS_DUMPs */
 
 typedef struct gen {
-    int pass;                /* 0 = dry, 1 = write */
-    lw__hprof_writer *w;
+    int pass;                /* 0 = dry, 1 = write (g_out's file is open) */
     uint64_t target;         /* objects wanted */
     rng r;                   /* structure */
     rng fill;                /* contents that do not change the layout (pass 1 only) */
@@ -477,20 +354,18 @@ typedef struct gen {
     uint64_t leak_screen, leak_kwr;
     int leak_done;
     uint64_t next_big_at, big_step;
-    uint8_t *buf;
-    size_t bufcap;
-    uint64_t *ids;
+    uint64_t *ids;           /* an object's resolved values, on their way to hprof_out */
     size_t idscap;
 } gen;
 
 static uint64_t objects(const gen *g) { return g->instances + g->obj_arrays + g->prim_arrays; }
 
-static void *need_buf(gen *g, size_t n) {
-    if (n > g->bufcap) {
-        g->bufcap = n + n / 2;
-        g->buf = xrealloc(g->buf, g->bufcap);
+static uint64_t *need_ids(gen *g, size_t n) {
+    if (n > g->idscap) {
+        g->idscap = n + n / 2;
+        g->ids = xrealloc(g->ids, g->idscap * sizeof *g->ids);
     }
-    return g->buf;
+    return g->ids;
 }
 
 static size_t new_obj(uint8_t kind, uint32_t cls, uint32_t n, uint8_t flags, size_t nvals) {
@@ -521,12 +396,21 @@ static void add_sib(size_t i) {
     g_sib[g_nsib++] = (uint32_t)i;
 }
 static uint64_t *val(size_t o, int pos) { return &g_vals[g_objs[o].v0 + (size_t)pos]; }
+/* Position of instance o's first reference field at or after `from`; -1 when there is none. */
+static int next_ref(size_t o, int from) {
+    const uint8_t *lay;
+    int nlay = (int)layout((int)g_objs[o].cls, &lay);
+    for (int i = from; i < nlay; i++)
+        if (lay[i] == LW_T_OBJECT) return i;
+    return -1;
+}
 
 static size_t new_inst(uint32_t cls, uint8_t flags) {
-    gclass *c = &g_cls[cls];
-    size_t o = new_obj(K_INST, cls, 0, flags, (size_t)c->nlay);
+    const uint8_t *lay;
+    size_t nlay = layout((int)cls, &lay);
+    size_t o = new_obj(K_INST, cls, 0, flags, nlay);
     uint64_t *v = &g_vals[g_objs[o].v0];
-    for (int i = 0; i < c->nlay; i++) v[i] = c->lay[i] == LW_T_OBJECT ? 0 : PRIM_RANDOM;
+    for (size_t i = 0; i < nlay; i++) v[i] = lay[i] == LW_T_OBJECT ? 0 : PRIM_RANDOM;
     return o;
 }
 static size_t new_oarr(uint32_t cls, uint32_t n, uint8_t flags) {
@@ -634,9 +518,7 @@ static size_t make_app_obj(gen *g, int budget, uint8_t flags) {
     uint32_t cls = (uint32_t)(C_APP0 + (int)rlog(&g->r, 1, APP_CLASSES) - 1); /* a few classes are common */
     size_t o = new_inst(cls, flags);
     if (!(flags & F_NORES)) add_sib(o);
-    int nlay = g_cls[cls].nlay;
-    for (int i = 0; i < nlay; i++) {
-        if (g_cls[cls].lay[i] != LW_T_OBJECT) continue;
+    for (int i = next_ref(o, 0); i >= 0; i = next_ref(o, i + 1)) {
         uint64_t v = app_ref(g, budget, flags);
         *val(o, i) = v;
     }
@@ -664,16 +546,16 @@ static uint64_t make_value(gen *g, int budget, uint8_t flags) {
 
 static uint64_t heap_size(const gobj *o) {
     switch (o->kind) {
-    case K_INST: return align8(16 + g_cls[o->cls].isize);
+    case K_INST: return align8(16 + hprof_out_instance_size(g_out, (int)o->cls));
     case K_OARR: return align8(16 + 8ull * o->n);
     default: return align8(16 + (uint64_t)o->n * lw__type_size(o->cls, 8));
     }
 }
 static uint64_t record_size(const gobj *o) {
     switch (o->kind) {
-    case K_INST: return 25 + g_cls[o->cls].isize;
-    case K_OARR: return 25 + 8ull * o->n;
-    default: return 18 + (uint64_t)o->n * lw__type_size(o->cls, 8);
+    case K_INST: return hprof_out_instance_bytes(g_out, (int)o->cls);
+    case K_OARR: return hprof_out_object_array_bytes(o->n);
+    default: return hprof_out_primitive_array_bytes((uint8_t)o->cls, o->n);
     }
 }
 
@@ -749,44 +631,36 @@ static void flush_cluster(gen *g) {
     for (size_t i = 0; i < g_nobj; i++) {
         const gobj *o = &g_objs[i];
         if (o->kind == K_INST) {
-            const gclass *c = &g_cls[o->cls];
+            const uint8_t *lay;
+            size_t nlay = layout((int)o->cls, &lay);
             const uint64_t *v = &g_vals[o->v0];
-            uint8_t *p = need_buf(g, c->isize + 8);
-            size_t off = 0;
-            for (int f = 0; f < c->nlay; f++) {
-                uint8_t t = c->lay[f];
-                uint64_t x = v[f];
-                if (t == LW_T_OBJECT) {
-                    x = resolve(x);
-                    if (x) g->refs++;
-                } else if (x == PRIM_RANDOM) {
-                    x = g->pass ? random_prim(g, t) : 0;
+            uint64_t *x = need_ids(g, nlay);
+            for (size_t f = 0; f < nlay; f++) {
+                x[f] = v[f];
+                if (lay[f] == LW_T_OBJECT) {
+                    x[f] = resolve(v[f]);
+                    if (x[f]) g->refs++;
+                } else if (v[f] == PRIM_RANDOM) {
+                    x[f] = g->pass ? random_prim(g, lay[f]) : 0;
                 }
-                unsigned n = lw__type_size(t, 8);
-                for (unsigned b = 0; b < n; b++) p[off + b] = (uint8_t)(x >> (8 * (n - 1 - b)));
-                off += n;
             }
-            if (g->pass)
-                lw__hprof_writer_instance(g->w, o->id, STACK_SERIAL, g_cls[o->cls].id, p, c->isize);
+            if (g->pass) check(hprof_out_instance(g_out, o->id, (int)o->cls, x, nlay));
         } else if (o->kind == K_OARR) {
-            if (o->n > g->idscap) {
-                g->idscap = o->n + o->n / 2;
-                g->ids = xrealloc(g->ids, g->idscap * sizeof *g->ids);
-            }
+            uint64_t *x = need_ids(g, o->n);
             for (uint32_t k = 0; k < o->n; k++) {
-                g->ids[k] = resolve(g_vals[o->v0 + k]);
-                if (g->ids[k]) g->refs++;
+                x[k] = resolve(g_vals[o->v0 + k]);
+                if (x[k]) g->refs++;
             }
-            if (g->pass) lw__hprof_writer_object_array(g->w, o->id, STACK_SERIAL, g_cls[o->cls].id, g->ids, o->n);
+            if (g->pass) check(hprof_out_object_array(g_out, o->id, (int)o->cls, x, o->n));
         } else if (g->pass) {
             uint64_t bytes = (uint64_t)o->n * lw__type_size(o->cls, 8);
-            if ((o->flags & F_ZERO) || (bytes > 65536 && !(o->flags & (F_TEXT | F_ASCII)))) {
-                lw__hprof_writer_primitive_array(g->w, o->id, STACK_SERIAL, (uint8_t)o->cls, NULL, o->n);
-            } else {
-                uint8_t *p = need_buf(g, (size_t)bytes + 8);
+            uint8_t *p = NULL; /* all zeros */
+            if (!(o->flags & F_ZERO) && (bytes <= 65536 || (o->flags & (F_TEXT | F_ASCII)))) {
+                p = hprof_out_buffer(g_out, (size_t)bytes + 8);
+                if (!p) die("%s", hprof_out_error(g_out));
                 fill_prim_array(g, o, p, bytes);
-                lw__hprof_writer_primitive_array(g->w, o->id, STACK_SERIAL, (uint8_t)o->cls, p, o->n);
             }
+            check(hprof_out_primitive_array(g_out, o->id, (uint8_t)o->cls, p, o->n));
         }
     }
 }
@@ -796,8 +670,13 @@ static void begin_cluster(void) { g_nobj = g_nval = g_nsib = 0; }
 /* ---- static slots ---------------------------------------------------------------------------- */
 
 static void set_slot(gen *g, int slot, uint64_t id) {
-    if (g->pass == 0) g_slot_val[slot] = id;
-    else if (g_slot_val[slot] != id) die("internal error: the two passes disagree%s", "");
+    static_slot *s = &g_slots[slot];
+    if (g->pass == 0) {
+        s->val = id;
+        check(hprof_out_set_static(g_out, s->cls, s->k, id));
+    } else if (s->val != id) {
+        die("internal error: the two passes disagree%s", "");
+    }
     if (id) g->static_refs++;
 }
 
@@ -806,7 +685,7 @@ static void set_slot(gen *g, int slot, uint64_t id) {
  * structures (`agg`) get a slot while any is left. */
 static void attach_head(gen *g, uint64_t id, int agg) {
     g->clusters++;
-    while (g_slot_next < g_nslots && g_slot_pinned[g_slot_next]) g_slot_next++;
+    while (g_slot_next < g_nslots && g_slots[g_slot_next].pinned) g_slot_next++;
     int free_slots = g_nslots - g_slot_next;
     if (agg) {
         if (free_slots > 0) {
@@ -921,9 +800,7 @@ static size_t build_tree(gen *g, uint32_t n, uint8_t flags) {
         size_t o = queue[head];
         size_t par = parent[head];
         head++;
-        uint32_t cls = g_objs[o].cls;
-        for (int i = 0; i < g_cls[cls].nlay; i++) {
-            if (g_cls[cls].lay[i] != LW_T_OBJECT) continue;
+        for (int i = next_ref(o, 0); i >= 0; i = next_ref(o, i + 1)) {
             double u = runif(&g->r);
             uint64_t v;
             if (u < 0.55 && made < n) {
@@ -946,25 +823,29 @@ static size_t build_tree(gen *g, uint32_t n, uint8_t flags) {
     return root;
 }
 
+/* A holder: an app object with a reference field (its first, *first) for what the caller
+ * makes next. fill_holder then gives the other reference fields their values: in this order,
+ * so that what it holds comes right after it in the heap. */
+static size_t new_holder(gen *g, int *first) {
+    size_t h = new_inst((uint32_t)g_app_ref_classes[rbelow(&g->r, (uint64_t)g_napp_ref)], 0);
+    *first = next_ref(h, 0);
+    return h;
+}
+static void fill_holder(gen *g, size_t h, int first) {
+    for (int i = next_ref(h, first + 1); i >= 0; i = next_ref(h, i + 1)) *val(h, i) = app_ref(g, 0, 0);
+}
+
 static size_t build_buffer(gen *g, uint64_t bytes) {
-    uint32_t cls = (uint32_t)g_app_ref_classes[rbelow(&g->r, (uint64_t)g_napp_ref)];
-    size_t h = new_inst(cls, 0);
+    int first;
+    size_t h = new_holder(g, &first);
     add_sib(h);
-    int first = 1;
-    for (int i = 0; i < g_cls[cls].nlay; i++) {
-        if (g_cls[cls].lay[i] != LW_T_OBJECT) continue;
-        if (first) {
-            int chars = runif(&g->r) < 0.3;
-            uint32_t n = (uint32_t)(chars ? bytes / 2 : bytes);
-            /* contents: text (payloads, documents), zeros (fresh buffers) or binary data */
-            double c = runif(&g->r);
-            uint8_t content = c < 0.55 ? F_ASCII : c < 0.8 ? F_ZERO : 0;
-            *val(h, i) = LOCAL(new_parr(chars ? LW_T_CHAR : LW_T_BYTE, n, content));
-            first = 0;
-        } else {
-            *val(h, i) = app_ref(g, 0, 0);
-        }
-    }
+    int chars = runif(&g->r) < 0.3;
+    uint32_t n = (uint32_t)(chars ? bytes / 2 : bytes);
+    /* contents: text (payloads, documents), zeros (fresh buffers) or binary data */
+    double c = runif(&g->r);
+    uint8_t content = c < 0.55 ? F_ASCII : c < 0.8 ? F_ZERO : 0;
+    *val(h, first) = LOCAL(new_parr(chars ? LW_T_CHAR : LW_T_BYTE, n, content));
+    fill_holder(g, h, first);
     return h;
 }
 
@@ -1002,20 +883,12 @@ static size_t build_aggregate(gen *g, int k) {
     if (runif(&g->r) < 0.5) {
         h = build_map(g, (uint32_t)k, 0, 0, given);
     } else {
-        uint32_t cls = (uint32_t)g_app_ref_classes[rbelow(&g->r, (uint64_t)g_napp_ref)];
-        h = new_inst(cls, 0);
-        int first = 1;
-        for (int i = 0; i < g_cls[cls].nlay; i++) {
-            if (g_cls[cls].lay[i] != LW_T_OBJECT) continue;
-            if (first) {
-                size_t arr = new_oarr((uint32_t)C_OBJARR, (uint32_t)k, 0);
-                memcpy(&g_vals[g_objs[arr].v0], given, (size_t)k * sizeof *given);
-                *val(h, i) = LOCAL(arr);
-                first = 0;
-            } else {
-                *val(h, i) = app_ref(g, 0, 0);
-            }
-        }
+        int first;
+        h = new_holder(g, &first);
+        size_t arr = new_oarr((uint32_t)C_OBJARR, (uint32_t)k, 0);
+        memcpy(&g_vals[g_objs[arr].v0], given, (size_t)k * sizeof *given);
+        *val(h, first) = LOCAL(arr);
+        fill_holder(g, h, first);
     }
     free(given);
     return h;
@@ -1026,11 +899,11 @@ static void build_system(gen *g) {
     begin_cluster();
     size_t loader = new_inst((uint32_t)C_APPLOADER, 0);
     *val(loader, P_CL_NAME) = LOCAL(new_text_string(g, "app", 0));
-    uint32_t napp = (uint32_t)(g_ncls - C_APP0 + 6);
-    uint64_t *cls_ids = xrealloc(NULL, napp * sizeof *cls_ids);
+    int ncls = hprof_out_class_count(g_out);
+    uint64_t *cls_ids = xrealloc(NULL, (size_t)(ncls - C_APP0 + 6) * sizeof *cls_ids);
     uint32_t k = 0;
-    for (int i = 0; i < g_ncls; i++)
-        if (!g_cls[i].boot) cls_ids[k++] = g_cls[i].id;
+    for (int i = 0; i < ncls; i++)
+        if (!hprof_out_boot(g_out, i)) cls_ids[k++] = hprof_out_class_id(g_out, i);
     *val(loader, P_CL_CLASSES) = LOCAL(build_list(g, k, 0, 0, cls_ids));
     free(cls_ids);
     size_t empty = new_oarr((uint32_t)C_OBJARR, 0, 0);
@@ -1171,16 +1044,9 @@ static void step(gen *g) {
     attach_head(g, g_objs[h].id, g_nobj >= 2000); /* big structures hang off statics */
 }
 
-static void write_header_records(gen *g) {
-    for (size_t i = 0; i < g_nnames; i++) lw__hprof_writer_string(g->w, g_names[i].sid, g_names[i].s, strlen(g_names[i].s));
-    for (int i = 0; i < g_ncls; i++)
-        lw__hprof_writer_load_class(g->w, (uint32_t)i + 1, g_cls[i].id, STACK_SERIAL, g_cls[i].name_sid);
-    /* the frameless trace objects refer to, then one trace per thread */
-    uint8_t body[16 + 8 * 64];
-    lw__put_be32(body, STACK_SERIAL);
-    lw__put_be32(body + 4, 0);
-    lw__put_be32(body + 8, 0);
-    lw__hprof_writer_record(g->w, LW_TAG_STACK_TRACE, body, 12);
+/* One stack trace per thread (hprof_out_open wrote the frameless one objects refer to). */
+static void write_stack_traces(void) {
+    uint8_t body[12 + 8 * 64];
     uint64_t sig = intern("()V"), src = intern("Worker.java");
     uint64_t frame_id = 0x7f3b00000000ull;
     for (int t = 0; t < THREADS; t++) {
@@ -1193,83 +1059,55 @@ static void write_header_records(gen *g) {
             lw__put_be64(fr + 24, src);
             lw__put_be32(fr + 32, (uint32_t)(C_APP0 + t * 13 + f) + 1);
             lw__put_be32(fr + 36, (uint32_t)(100 + f * 17));
-            lw__hprof_writer_record(g->w, LW_TAG_STACK_FRAME, fr, sizeof fr);
+            check(hprof_out_record(g_out, LW_TAG_STACK_FRAME, fr, sizeof fr));
         }
         lw__put_be32(body, 100 + (uint32_t)t);
         lw__put_be32(body + 4, (uint32_t)t + 1);
         lw__put_be32(body + 8, (uint32_t)g_frames[t]);
         for (int f = 0; f < g_frames[t]; f++) lw__put_be64(body + 12 + 8 * f, first + (uint64_t)f * 16);
-        lw__hprof_writer_record(g->w, LW_TAG_STACK_TRACE, body, 12 + 8 * (uint32_t)g_frames[t]);
+        check(hprof_out_record(g_out, LW_TAG_STACK_TRACE, body, 12 + 8 * (uint32_t)g_frames[t]));
         frame_id += 0x1000;
     }
 }
 
-static void write_class_dumps(gen *g) {
-    lw__hprof_field_def statics[4];
-    for (int i = 0; i < g_ncls; i++) {
-        gclass *c = &g_cls[i];
-        for (int s = 0; s < c->nstatics; s++) {
-            statics[s].name_id = c->statics[s].name;
-            statics[s].type = c->statics[s].type;
-            statics[s].value = c->statics[s].slot >= 0 ? g_slot_val[c->statics[s].slot] : c->statics[s].value;
-        }
-        lw__hprof_class_def d = {
-            .id = c->id,
-            .super_id = c->super >= 0 ? g_cls[c->super].id : 0,
-            .loader_id = c->boot ? 0 : g_app_loader,
-            .stack_serial = STACK_SERIAL,
-            .instance_size = c->isize,
-            .statics = statics,
-            .static_count = (size_t)c->nstatics,
-            .fields = c->fields,
-            .field_count = (size_t)c->nfields,
-        };
-        lw__hprof_writer_class_dump(g->w, &d);
-    }
-}
-
+/* Thread objects and their locals, JNI globals; hprof_out_end adds the STICKY_CLASS roots. */
 static void write_roots(gen *g) {
     for (int t = 0; t < THREADS; t++) {
-        lw__hprof_writer_root(g->w, LW_SUB_ROOT_THREAD_OBJECT, g->thread_ids[t], (uint32_t)t + 1, 100 + (uint32_t)t);
+        check(hprof_out_root(g_out, LW_SUB_ROOT_THREAD_OBJECT, g->thread_ids[t], (uint32_t)t + 1, 100 + (uint32_t)t));
         for (int l = 0; l < g->nlocals[t]; l++)
-            lw__hprof_writer_root(g->w, LW_SUB_ROOT_JAVA_FRAME, g->locals[t][l], (uint32_t)t + 1,
-                                  (uint32_t)(l % g_frames[t]));
+            check(hprof_out_root(g_out, LW_SUB_ROOT_JAVA_FRAME, g->locals[t][l], (uint32_t)t + 1,
+                                 (uint32_t)(l % g_frames[t])));
     }
     for (int i = 0; i < 2000; i++) {
         uint64_t id = reservoir_pick(g);
-        if (id) lw__hprof_writer_root(g->w, LW_SUB_ROOT_JNI_GLOBAL, id, (uint32_t)(0x7f3c0000u + 16u * (uint32_t)i), 0);
+        if (id)
+            check(hprof_out_root(g_out, LW_SUB_ROOT_JNI_GLOBAL, id, (uint32_t)(0x7f3c0000u + 16u * (uint32_t)i), 0));
     }
-    for (int i = 0; i < g_ncls; i++)
-        if (g_cls[i].boot) lw__hprof_writer_root(g->w, LW_SUB_ROOT_STICKY_CLASS, g_cls[i].id, 0, 0);
 }
 
 static uint64_t g_seed;
+static uint64_t g_first_object; /* above the class objects at the bottom of the heap */
 
 static void run_pass(gen *g) {
     g->r.s = g_seed * 0x9E3779B97F4A7C15ull + 17;
     g->fill.s = g_seed ^ 0xF111F111ull;
-    g->addr = HEAP_BASE;
+    g->addr = g_first_object;
     g->region_end = HEAP_BASE + REGION_BYTES;
     g->regions = 1;
-    /* class mirrors first, at the bottom of the heap */
-    for (int i = 0; i < g_ncls; i++) {
-        g_cls[i].id = g->addr;
-        g->addr += align8(16 + 96 + 8ull * (uint64_t)g_cls[i].nstatics);
-    }
     g->big_step = g->target / 24 > 100000 ? g->target / 24 : 100000;
     g->next_big_at = g->big_step / 2;
     for (int t = 0; t < THREADS; t++) g_frames[t] = 4 + (t * 5) % 9;
     g_slot_next = 0;
     if (g->pass) {
-        write_header_records(g);
-        write_class_dumps(g);
+        write_stack_traces();
+        check(hprof_out_class_dumps(g_out, g_app_loader));
     }
     build_system(g);
     while (objects(g) < g->target) step(g);
     if (!g->leak_done) build_leak(g);
     /* settle the pending heads: into free static slots, the rest into registries */
     while (g->npending > 0) {
-        while (g_slot_next < g_nslots && g_slot_pinned[g_slot_next]) g_slot_next++;
+        while (g_slot_next < g_nslots && g_slots[g_slot_next].pinned) g_slot_next++;
         if (g_slot_next < g_nslots && g->npending <= g_nslots - g_slot_next) {
             set_slot(g, g_slot_next++, g->pending[--g->npending]);
             continue;
@@ -1285,7 +1123,7 @@ static void run_pass(gen *g) {
         while (g->nlocals[t] < 24) g->locals[t][g->nlocals[t]++] = reservoir_pick(g);
     if (g->pass) {
         write_roots(g);
-        lw__hprof_writer_end_heap_dump(g->w);
+        check(hprof_out_end(g_out));
     }
 }
 
@@ -1321,10 +1159,13 @@ int main(int argc, char **argv) {
     if (target < 10000 || target > 2000000000ull) die("--objects must be between 10000 and 2e9%s", "");
     g_seed = seed;
     double t0 = now();
+    g_out = hprof_out_new();
+    if (!g_out) die("out of memory%s", "");
     build_classes(seed);
     for (size_t i = 0; i < sizeof k_methods / sizeof k_methods[0]; i++) intern(k_methods[i]);
     intern("()V");
     intern("Worker.java");
+    g_first_object = hprof_out_place_classes(g_out, HEAP_BASE);
 
     gen *g = calloc(1, sizeof *g);
     if (!g) die("out of memory%s", "");
@@ -1332,32 +1173,30 @@ int main(int argc, char **argv) {
     run_pass(g); /* dry: finds the ids the class statics point to */
     uint64_t dry_objects = objects(g), dry_refs = g->refs, dry_addr = g->addr;
 
-    free(g->buf);
     free(g->ids);
     memset(g, 0, sizeof *g);
     g->target = target;
     g->pass = 1;
     g_ntexts = 0;
-    lw_error err;
-    if (lw__hprof_writer_open(&g->w, out, LW_HPROF_VERSION_JVM, 8, TIMESTAMP_MS, 0, &err) != LW_OK)
-        die("%s", err.message);
+    check(hprof_out_open(g_out, out));
     run_pass(g);
-    uint64_t file_bytes = lw__hprof_writer_offset(g->w);
-    if (lw__hprof_writer_close(g->w, &err) != LW_OK) die("%s", err.message);
+    uint64_t file_bytes;
+    check(hprof_out_close(g_out, &file_bytes));
     if (objects(g) != dry_objects || g->refs != dry_refs || g->addr != dry_addr)
         die("internal error: the two passes disagree%s", "");
     double t1 = now();
 
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
-    uint64_t total = objects(g) + (uint64_t)g_ncls;
+    int ncls = hprof_out_class_count(g_out);
+    uint64_t total = objects(g) + (uint64_t)ncls;
     printf("generator:        %s (seed %" PRIu64 ")\n", GEN_VERSION, seed);
     printf("file:             %s\n", out);
     printf("bytes:            %" PRIu64 " (%.1f MB, %.1f bytes/object)\n", file_bytes, (double)file_bytes / 1e6,
            (double)file_bytes / (double)total);
     printf("objects:          %" PRIu64 " (classes %d, instances %" PRIu64 ", object arrays %" PRIu64
            ", primitive arrays %" PRIu64 ")\n",
-           total, g_ncls, g->instances, g->obj_arrays, g->prim_arrays);
+           total, ncls, g->instances, g->obj_arrays, g->prim_arrays);
     printf("references:       %" PRIu64 " non-null (+ %" PRIu64 " static), %.2f per object\n", g->refs,
            g->static_refs, (double)g->refs / (double)total);
     printf("heap:             0x%" PRIx64 "..0x%" PRIx64 " in %" PRIu64 " regions of 32 MiB\n", (uint64_t)HEAP_BASE,
@@ -1366,23 +1205,18 @@ int main(int argc, char **argv) {
     printf("garbage objects:  %" PRIu64 ", weak references: %" PRIu64 "\n", g->garbage_objs, g->weak_refs);
     printf("clusters:         %" PRIu64 " (%" PRIu64 " on static fields, %" PRIu64 " registries, %d static slots)\n",
            g->clusters, g->direct, g->registries, g_nslots);
-    printf("strings/names:    %zu\n", g_nnames);
+    printf("strings/names:    %zu\n", hprof_out_name_count(g_out));
     printf("leak key:         %s\n", LEAK_KEY);
     printf("leaking object:   com.example.bench.LeakedScreen @ 0x%" PRIx64 " (KeyedWeakReference @ 0x%" PRIx64 ")\n",
            g->leak_screen, g->leak_kwr);
     printf("time:             %.2f s (max RSS %.1f MB)\n", t1 - t0, (double)ru.ru_maxrss / 1024.0);
 
-    free(g->buf);
     free(g->ids);
     free(g);
     free(g_objs);
     free(g_vals);
     free(g_sib);
-    for (size_t i = 0; i < g_nnames; i++) free(g_names[i].s);
-    free(g_names);
-    free(g_name_ht);
-    for (int i = 0; i < g_ncls; i++) free(g_cls[i].name);
-    free(g_slot_val);
-    free(g_slot_pinned);
+    free(g_slots);
+    hprof_out_free(g_out);
     return 0;
 }

@@ -21,8 +21,8 @@
  * cleared one (neither a leak).
  *
  * Object ids are heap addresses (8-byte aligned, ascending, packed). Class statics point to
- * objects written later, so the object pass runs twice: a dry pass finds those ids. Uses
- * libleakcore's internal HPROF writer (shared/src/hprof_writer.h). */
+ * objects written later, so the object pass runs twice: a dry pass finds those ids. Names,
+ * classes and records go through ../hprof_out.h, which gen_heap shares. */
 #define _POSIX_C_SOURCE 200809L
 #include <inttypes.h>
 #include <math.h>
@@ -31,13 +31,12 @@
 #include <string.h>
 #include <time.h>
 
-#include "hprof_writer.h"
+#include "common.h"
+#include "hprof_out.h"
 
 #define GEN_VERSION "gen_sdk_heap 1"
 #define LEAK_KEY "5d4c3b2a-0000-4000-8000-00000000beef"
 #define HEAP_BASE 0x700000000ull
-#define TIMESTAMP_MS 1767225600000ull
-#define STACK_SERIAL 1u
 
 typedef struct rng { uint64_t s; } rng;
 static uint64_t rnext(rng *r) {
@@ -60,123 +59,59 @@ static void die(const char *msg) {
     exit(1);
 }
 
-/* ---- names and classes ------------------------------------------------------------------ */
+/* ---- classes (hprof_out) ------------------------------------------------------------------ */
 
-static uint64_t g_next_sid = 0x7f3a10000000ull;
-typedef struct { const char *s; uint64_t sid; } name;
-static name g_names[256];
-static int g_nnames;
+static hprof_out *g_out;
 
-static uint64_t intern(const char *s) {
-    for (int i = 0; i < g_nnames; i++)
-        if (strcmp(g_names[i].s, s) == 0) return g_names[i].sid;
-    if (g_nnames == 256) die("too many names");
-    g_names[g_nnames] = (name){s, g_next_sid};
-    g_next_sid += align8(strlen(s) + 24);
-    return g_names[g_nnames++].sid;
+/* The generator stops at hprof_out's first failure. */
+static void check(int rc) {
+    if (rc < 0) die(hprof_out_error(g_out));
 }
 
-#define MAXF 8
-typedef struct gclass {
-    const char *name;
-    int super;
-    int boot;
-    uint64_t id;
-    lw__hprof_field_def fields[MAXF];
-    int nfields;
-    lw__hprof_field_def statics[4];
-    int nstatics;
-    uint32_t own_bytes; /* instance bytes of own fields */
-} gclass;
-
-static gclass g_cls[32];
-static int g_ncls;
-
-static int add_class(const char *nm, int super, int boot) {
-    gclass *c = &g_cls[g_ncls];
-    memset(c, 0, sizeof *c);
-    c->name = nm;
-    intern(nm); /* before the STRING records are written */
-    c->super = super;
-    c->boot = boot;
-    return g_ncls++;
+static int add_class(const char *nm, int super, int boot, const char *fields) {
+    int c = hprof_out_class(g_out, nm, super, boot, fields);
+    check(c);
+    return c;
 }
-static unsigned tsize(uint8_t t) { return lw__type_size(t, 8); }
-static void add_field(int cls, const char *nm, uint8_t type) {
-    gclass *c = &g_cls[cls];
-    c->fields[c->nfields++] = (lw__hprof_field_def){intern(nm), type, 0};
-    c->own_bytes += tsize(type);
-}
-static void add_static(int cls, const char *nm, uint8_t type) {
-    gclass *c = &g_cls[cls];
-    c->statics[c->nstatics++] = (lw__hprof_field_def){intern(nm), type, 0};
-}
-static uint32_t inst_bytes(int cls) {
-    uint32_t n = 0;
-    for (int c = cls; c >= 0; c = g_cls[c].super) n += g_cls[c].own_bytes;
-    return n;
+static void add_static(int cls, const char *nm, uint8_t type, uint64_t value) {
+    check(hprof_out_static(g_out, cls, nm, type, value));
 }
 
 static int C_OBJECT, C_STRING, C_ABSLIST, C_ARRAYLIST, C_REF, C_WEAKREF, C_OBJARR, C_BYTEARR, C_INTARR, C_KWR,
     C_LEAKWATCH, C_VIEW, C_SCREEN, C_LISTENER, C_REGISTRY, C_CACHE, C_BUFFERS;
 
+/* Object statics start null: main sets them from the dry pass. */
 static void build_classes(void) {
-    C_OBJECT = add_class("java/lang/Object", -1, 1);
-    C_STRING = add_class("java/lang/String", C_OBJECT, 1);
-    add_field(C_STRING, "value", LW_T_OBJECT);
-    add_field(C_STRING, "coder", LW_T_BYTE);
-    add_field(C_STRING, "hash", LW_T_INT);
-    add_field(C_STRING, "hashIsZero", LW_T_BOOLEAN);
-    C_ABSLIST = add_class("java/util/AbstractList", C_OBJECT, 1);
-    add_field(C_ABSLIST, "modCount", LW_T_INT);
-    C_ARRAYLIST = add_class("java/util/ArrayList", C_ABSLIST, 1);
-    add_field(C_ARRAYLIST, "elementData", LW_T_OBJECT);
-    add_field(C_ARRAYLIST, "size", LW_T_INT);
-    C_REF = add_class("java/lang/ref/Reference", C_OBJECT, 1);
-    add_field(C_REF, "referent", LW_T_OBJECT);
-    add_field(C_REF, "queue", LW_T_OBJECT);
-    add_field(C_REF, "next", LW_T_OBJECT);
-    add_field(C_REF, "discovered", LW_T_OBJECT);
-    C_WEAKREF = add_class("java/lang/ref/WeakReference", C_REF, 1);
-    C_OBJARR = add_class("[Ljava/lang/Object;", C_OBJECT, 1);
-    C_BYTEARR = add_class("[B", C_OBJECT, 1);
-    C_INTARR = add_class("[I", C_OBJECT, 1);
-    C_KWR = add_class("io/leakwatch/KeyedWeakReference", C_WEAKREF, 0);
-    add_field(C_KWR, "key", LW_T_OBJECT);
-    add_field(C_KWR, "description", LW_T_OBJECT);
-    add_field(C_KWR, "watchUptimeMillis", LW_T_LONG);
-    add_field(C_KWR, "retainedUptimeMillis", LW_T_LONG);
-    add_static(C_KWR, "heapDumpUptimeMillis", LW_T_LONG);
-    C_LEAKWATCH = add_class("io/leakwatch/LeakWatch", C_OBJECT, 0);
-    add_static(C_LEAKWATCH, "watchedReferences", LW_T_OBJECT);
-    C_VIEW = add_class("bench/View", C_OBJECT, 0);
-    add_field(C_VIEW, "parent", LW_T_OBJECT);
-    add_field(C_VIEW, "next", LW_T_OBJECT);
-    add_field(C_VIEW, "label", LW_T_OBJECT);
-    add_field(C_VIEW, "bitmap", LW_T_OBJECT);
-    add_field(C_VIEW, "left", LW_T_INT);
-    add_field(C_VIEW, "top", LW_T_INT);
-    add_field(C_VIEW, "width", LW_T_INT);
-    add_field(C_VIEW, "height", LW_T_INT);
-    C_SCREEN = add_class("bench/Screen", C_OBJECT, 0);
-    add_field(C_SCREEN, "title", LW_T_OBJECT);
-    add_field(C_SCREEN, "views", LW_T_OBJECT);
-    add_field(C_SCREEN, "pixels", LW_T_OBJECT);
-    add_field(C_SCREEN, "destroyed", LW_T_BOOLEAN);
-    C_LISTENER = add_class("bench/Screen$Listener", C_OBJECT, 0);
-    add_field(C_LISTENER, "this$0", LW_T_OBJECT);
-    C_REGISTRY = add_class("bench/LeakRegistry", C_OBJECT, 0);
-    add_static(C_REGISTRY, "listeners", LW_T_OBJECT);
-    C_CACHE = add_class("bench/Cache", C_OBJECT, 0);
-    add_static(C_CACHE, "screens", LW_T_OBJECT);
-    C_BUFFERS = add_class("bench/Buffers", C_OBJECT, 0);
-    add_static(C_BUFFERS, "big", LW_T_OBJECT);
+    C_OBJECT = add_class("java/lang/Object", -1, 1, NULL);
+    C_STRING = add_class("java/lang/String", C_OBJECT, 1, "value:O coder:B hash:I hashIsZero:Z");
+    C_ABSLIST = add_class("java/util/AbstractList", C_OBJECT, 1, "modCount:I");
+    C_ARRAYLIST = add_class("java/util/ArrayList", C_ABSLIST, 1, "elementData:O size:I");
+    C_REF = add_class("java/lang/ref/Reference", C_OBJECT, 1, "referent:O queue:O next:O discovered:O");
+    C_WEAKREF = add_class("java/lang/ref/WeakReference", C_REF, 1, NULL);
+    C_OBJARR = add_class("[Ljava/lang/Object;", C_OBJECT, 1, NULL);
+    C_BYTEARR = add_class("[B", C_OBJECT, 1, NULL);
+    C_INTARR = add_class("[I", C_OBJECT, 1, NULL);
+    C_KWR = add_class("io/leakwatch/KeyedWeakReference", C_WEAKREF, 0,
+                      "key:O description:O watchUptimeMillis:J retainedUptimeMillis:J");
+    add_static(C_KWR, "heapDumpUptimeMillis", LW_T_LONG, 1300000);
+    C_LEAKWATCH = add_class("io/leakwatch/LeakWatch", C_OBJECT, 0, NULL);
+    add_static(C_LEAKWATCH, "watchedReferences", LW_T_OBJECT, 0);
+    C_VIEW = add_class("bench/View", C_OBJECT, 0,
+                       "parent:O next:O label:O bitmap:O left:I top:I width:I height:I");
+    C_SCREEN = add_class("bench/Screen", C_OBJECT, 0, "title:O views:O pixels:O destroyed:Z");
+    C_LISTENER = add_class("bench/Screen$Listener", C_OBJECT, 0, "this$0:O");
+    C_REGISTRY = add_class("bench/LeakRegistry", C_OBJECT, 0, NULL);
+    add_static(C_REGISTRY, "listeners", LW_T_OBJECT, 0);
+    C_CACHE = add_class("bench/Cache", C_OBJECT, 0, NULL);
+    add_static(C_CACHE, "screens", LW_T_OBJECT, 0);
+    C_BUFFERS = add_class("bench/Buffers", C_OBJECT, 0, NULL);
+    add_static(C_BUFFERS, "big", LW_T_OBJECT, 0);
 }
 
 /* ---- the object pass (run twice: dry, then writing) ------------------------------------------ */
 
 typedef struct gen {
-    lw__hprof_writer *w; /* NULL: dry pass */
+    int writing;         /* 0: the dry pass; 1: g_out's file is open */
     rng r, fill;
     uint64_t addr, target, random_target;
     uint64_t bytes, random_bytes; /* file bytes of objects so far, of random arrays */
@@ -186,17 +121,8 @@ typedef struct gen {
     uint64_t cache_arr, big_arr, registry_list, watched_list; /* what the statics point to */
     uint64_t leak_screen, leak_kwr;
     int leak_done;
-    uint8_t *buf; size_t bufcap;
 } gen;
 
-static uint8_t *scratch(gen *g, size_t n) {
-    if (n > g->bufcap) {
-        g->buf = realloc(g->buf, n);
-        if (!g->buf) die("out of memory");
-        g->bufcap = n;
-    }
-    return g->buf;
-}
 static void push(uint64_t **a, size_t *n, size_t *cap, uint64_t v) {
     if (*n == *cap) {
         *cap = *cap ? *cap * 2 : 1024;
@@ -212,44 +138,34 @@ static uint64_t alloc(gen *g, uint64_t heap_bytes) {
     return id;
 }
 
-/* Instances: `vals` holds one 64-bit value per field of the class chain (own first). */
-static uint64_t w_instance(gen *g, int cls, const uint64_t *vals) {
-    uint32_t n = inst_bytes(cls);
-    uint64_t id = alloc(g, 16 + n);
+/* Instances: `vals` holds the `n` values of the class's layout (its fields, then the super's). */
+static uint64_t w_instance(gen *g, int cls, const uint64_t *vals, size_t n) {
+    uint64_t id = alloc(g, 16 + hprof_out_instance_size(g_out, cls));
     g->instances++;
-    g->bytes += 1 + 8 + 4 + 8 + 4 + n;
-    if (!g->w) return id;
-    uint8_t *p = scratch(g, n), *q = p;
-    int k = 0;
-    for (int c = cls; c >= 0; c = g_cls[c].super)
-        for (int f = 0; f < g_cls[c].nfields; f++, k++) {
-            unsigned s = tsize(g_cls[c].fields[f].type);
-            for (unsigned b = 0; b < s; b++) q[b] = (uint8_t)(vals[k] >> (8 * (s - 1 - b)));
-            q += s;
-        }
-    lw__hprof_writer_instance(g->w, id, STACK_SERIAL, g_cls[cls].id, p, n);
+    g->bytes += hprof_out_instance_bytes(g_out, cls);
+    if (g->writing) check(hprof_out_instance(g_out, id, cls, vals, n));
     return id;
 }
 static uint64_t w_objarr(gen *g, const uint64_t *el, uint32_t n) {
     uint64_t id = alloc(g, 16 + 8ull * n);
     g->obj_arrays++;
-    g->bytes += 1 + 8 + 4 + 4 + 8 + 8ull * n;
-    if (g->w) lw__hprof_writer_object_array(g->w, id, STACK_SERIAL, g_cls[C_OBJARR].id, el, n);
+    g->bytes += hprof_out_object_array_bytes(n);
+    if (g->writing) check(hprof_out_object_array(g_out, id, C_OBJARR, el, n));
     return id;
 }
 /* A primitive array: random contents, or `text` repeated. */
 static uint64_t w_primarr(gen *g, uint8_t type, uint32_t n, const char *text) {
-    unsigned es = tsize(type);
-    uint64_t bytes = (uint64_t)n * es;
+    uint64_t bytes = (uint64_t)n * lw__type_size(type, 8);
     uint64_t id = alloc(g, 16 + bytes);
     g->prim_arrays++;
-    g->bytes += 1 + 8 + 4 + 4 + 1 + bytes;
+    g->bytes += hprof_out_primitive_array_bytes(type, n);
     if (!text) {
         g->random_arrays++;
         g->random_bytes += bytes;
     }
-    if (!g->w) return id;
-    uint8_t *p = scratch(g, bytes);
+    if (!g->writing) return id;
+    uint8_t *p = hprof_out_buffer(g_out, bytes);
+    if (!p) die(hprof_out_error(g_out));
     if (text) {
         size_t tl = strlen(text);
         for (uint64_t i = 0; i < bytes; i++) p[i] = (uint8_t)text[i % tl];
@@ -261,13 +177,13 @@ static uint64_t w_primarr(gen *g, uint8_t type, uint32_t n, const char *text) {
         }
         for (uint64_t x = rnext(&g->fill); i < bytes; i++, x >>= 8) p[i] = (uint8_t)x;
     }
-    lw__hprof_writer_primitive_array(g->w, id, STACK_SERIAL, type, p, n);
+    check(hprof_out_primitive_array(g_out, id, type, p, n));
     return id;
 }
 static uint64_t w_string(gen *g, const char *s) {
     uint64_t value = w_primarr(g, LW_T_BYTE, (uint32_t)strlen(s), s);
     uint64_t vals[4] = {value, 0 /* LATIN1 */, 0, 1};
-    return w_instance(g, C_STRING, vals);
+    return w_instance(g, C_STRING, vals, 4);
 }
 static uint64_t w_arraylist(gen *g, const uint64_t *el, uint32_t n) {
     uint32_t cap = n < 10 ? 10 : n + n / 2;
@@ -277,7 +193,7 @@ static uint64_t w_arraylist(gen *g, const uint64_t *el, uint32_t n) {
     uint64_t arr = w_objarr(g, all, cap);
     free(all);
     uint64_t vals[3] = {arr, n, 1};
-    return w_instance(g, C_ARRAYLIST, vals);
+    return w_instance(g, C_ARRAYLIST, vals, 3);
 }
 static int random_behind(const gen *g) {
     return (double)g->random_bytes < (double)g->random_target * (double)g->bytes / (double)g->target;
@@ -304,7 +220,7 @@ static uint64_t build_screen(gen *g, int leaked) {
         }
         uint64_t vals[8] = {parent, prev, lab, bitmap, rbelow(&g->r, 1080), rbelow(&g->r, 1920), 1 + rbelow(&g->r, 1080),
                             1 + rbelow(&g->r, 400)};
-        views[i] = w_instance(g, C_VIEW, vals);
+        views[i] = w_instance(g, C_VIEW, vals, 8);
         if (i % 8 == 0) parent = views[i];
         prev = views[i];
     }
@@ -313,14 +229,14 @@ static uint64_t build_screen(gen *g, int leaked) {
     uint64_t title = w_string(g, leaked ? "Leaked screen" : k_words[rbelow(&g->r, 12)]);
     uint64_t pixels = leaked ? w_primarr(g, LW_T_BYTE, 64 * 1024, NULL) : 0;
     uint64_t vals[4] = {title, list, pixels, (uint64_t)leaked};
-    return w_instance(g, C_SCREEN, vals);
+    return w_instance(g, C_SCREEN, vals, 4);
 }
 
 static void build_leak(gen *g) {
     uint64_t screen = build_screen(g, 1);
-    uint64_t lv[1] = {screen};
-    uint64_t listener = w_instance(g, C_LISTENER, lv);
-    uint64_t other = w_instance(g, C_LISTENER, (uint64_t[]){build_screen(g, 0)});
+    uint64_t listener = w_instance(g, C_LISTENER, &screen, 1);
+    uint64_t other_screen = build_screen(g, 0);
+    uint64_t other = w_instance(g, C_LISTENER, &other_screen, 1);
     uint64_t els[3] = {other, listener, other};
     g->registry_list = w_arraylist(g, els, 3);
     static const char *const keys[3] = {LEAK_KEY, "5d4c3b2a-0000-4000-8000-00000000bee2",
@@ -334,7 +250,7 @@ static void build_leak(gen *g) {
         uint64_t referent = i == 0 ? screen : i == 1 ? other : 0;
         uint64_t retained = i == 0 ? 1205102 : i == 1 ? (uint64_t)-1 : 1203000;
         uint64_t vals[8] = {key, desc, 1200000 + (uint64_t)i * 1000, retained, referent, 0, 0, 0};
-        kwrs[i] = w_instance(g, C_KWR, vals);
+        kwrs[i] = w_instance(g, C_KWR, vals, 8);
         if (i == 0) g->leak_kwr = kwrs[i];
     }
     g->watched_list = w_arraylist(g, kwrs, 3);
@@ -342,39 +258,13 @@ static void build_leak(gen *g) {
     g->leak_done = 1;
 }
 
-static void write_header(gen *g) {
-    for (int i = 0; i < g_nnames; i++) lw__hprof_writer_string(g->w, g_names[i].sid, g_names[i].s, strlen(g_names[i].s));
-    for (int i = 0; i < g_ncls; i++) lw__hprof_writer_load_class(g->w, (uint32_t)i + 1, g_cls[i].id, STACK_SERIAL,
-                                                                intern(g_cls[i].name));
-    uint8_t body[12] = {0};
-    lw__put_be32(body, STACK_SERIAL);
-    lw__hprof_writer_record(g->w, LW_TAG_STACK_TRACE, body, 12);
-    for (int i = 0; i < g_ncls; i++) {
-        gclass *c = &g_cls[i];
-        lw__hprof_class_def d = {
-            .id = c->id,
-            .super_id = c->super >= 0 ? g_cls[c->super].id : 0,
-            .loader_id = 0,
-            .stack_serial = STACK_SERIAL,
-            .instance_size = inst_bytes(i),
-            .statics = c->statics,
-            .static_count = (size_t)c->nstatics,
-            .fields = c->fields,
-            .field_count = (size_t)c->nfields,
-        };
-        lw__hprof_writer_class_dump(g->w, &d);
-    }
-}
+static uint64_t g_first_object; /* above the class objects at the bottom of the heap */
 
 static void run_pass(gen *g, uint64_t seed) {
     g->r.s = seed * 0x9E3779B97F4A7C15ull + 17;
     g->fill.s = seed ^ 0xF111F111ull;
-    g->addr = HEAP_BASE;
-    for (int i = 0; i < g_ncls; i++) {
-        g_cls[i].id = g->addr;
-        g->addr += align8(16 + 96 + 8ull * (uint64_t)g_cls[i].nstatics);
-    }
-    if (g->w) write_header(g);
+    g->addr = g_first_object;
+    if (g->writing) check(hprof_out_class_dumps(g_out, 0)); /* the app classes too: loader 0 */
     while (g->bytes < g->target) {
         if (!g->leak_done && g->bytes >= g->target * 6 / 10) build_leak(g);
         push(&g->heads, &g->nheads, &g->capheads, build_screen(g, 0));
@@ -385,11 +275,7 @@ static void run_pass(gen *g, uint64_t seed) {
     if (!g->leak_done) build_leak(g);
     g->cache_arr = w_objarr(g, g->heads, (uint32_t)g->nheads);
     g->big_arr = w_objarr(g, g->bigs, (uint32_t)g->nbigs);
-    if (g->w) {
-        for (int i = 0; i < g_ncls; i++)
-            if (g_cls[i].boot) lw__hprof_writer_root(g->w, LW_SUB_ROOT_STICKY_CLASS, g_cls[i].id, 0, 0);
-        lw__hprof_writer_end_heap_dump(g->w);
-    }
+    if (g->writing) check(hprof_out_end(g_out));
 }
 
 static double now(void) {
@@ -424,30 +310,30 @@ int main(int argc, char **argv) {
         return 2;
     }
     double t0 = now();
+    g_out = hprof_out_new();
+    if (!g_out) die("out of memory");
     build_classes();
+    g_first_object = hprof_out_place_classes(g_out, HEAP_BASE);
     gen *g = calloc(1, sizeof *g);
     if (!g) die("out of memory");
     g->target = mb * 1000000ull;
     g->random_target = (uint64_t)((double)g->target * frac);
-    run_pass(g, seed); /* dry: the ids the statics point to */
-    uint64_t statics[4] = {g->cache_arr, g->big_arr, g->registry_list, g->watched_list};
+    run_pass(g, seed); /* dry: the ids the statics point to (each the class's only static) */
+    check(hprof_out_set_static(g_out, C_CACHE, 0, g->cache_arr));
+    check(hprof_out_set_static(g_out, C_BUFFERS, 0, g->big_arr));
+    check(hprof_out_set_static(g_out, C_REGISTRY, 0, g->registry_list));
+    check(hprof_out_set_static(g_out, C_LEAKWATCH, 0, g->watched_list));
     uint64_t dry_addr = g->addr;
     free(g->heads);
     free(g->bigs);
-    free(g->buf);
     memset(g, 0, sizeof *g);
     g->target = mb * 1000000ull;
     g->random_target = (uint64_t)((double)g->target * frac);
-    g_cls[C_CACHE].statics[0].value = statics[0];
-    g_cls[C_BUFFERS].statics[0].value = statics[1];
-    g_cls[C_REGISTRY].statics[0].value = statics[2];
-    g_cls[C_LEAKWATCH].statics[0].value = statics[3];
-    g_cls[C_KWR].statics[0].value = 1300000; /* heapDumpUptimeMillis */
-    lw_error err;
-    if (lw__hprof_writer_open(&g->w, out, LW_HPROF_VERSION_JVM, 8, TIMESTAMP_MS, 0, &err) != LW_OK) die(err.message);
+    g->writing = 1;
+    check(hprof_out_open(g_out, out));
     run_pass(g, seed);
-    uint64_t file_bytes = lw__hprof_writer_offset(g->w);
-    if (lw__hprof_writer_close(g->w, &err) != LW_OK) die(err.message);
+    uint64_t file_bytes;
+    check(hprof_out_close(g_out, &file_bytes));
     if (g->addr != dry_addr) die("internal error: the two passes disagree");
     printf("generator:        %s (seed %" PRIu64 ", random fraction %.2f)\n", GEN_VERSION, seed, frac);
     printf("file:             %s\n", out);
@@ -460,7 +346,7 @@ int main(int argc, char **argv) {
     printf("time:             %.2f s\n", now() - t0);
     free(g->heads);
     free(g->bigs);
-    free(g->buf);
     free(g);
+    hprof_out_free(g_out);
     return 0;
 }
