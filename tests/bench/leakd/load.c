@@ -801,6 +801,7 @@ int main(int argc, char **argv) {
 #undef ARG
     }
     if (o.seconds > 600) die("--seconds is at most 600");
+    if (o.timeline < 0 || (o.timeline > 0 && o.timeline < 0.01)) die("--timeline must be at least 0.01 (seconds)");
     if (o.count > 10000000) die("--count is at most 10000000");
     if (strcmp(o.mode, "fsync") == 0) return run_fsync(&o);
     if (strcmp(o.mode, "seqwrite") == 0) return run_seqwrite(&o);
