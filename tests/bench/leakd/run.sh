@@ -21,6 +21,8 @@
 #   SECONDS_A     seconds of each traces run (10)
 #   RATE_SECONDS  seconds of the fixed-rate run (30)
 #   LEAKD_LOAD    the load generator (default BUILD_DIR/tests/bench/leakd_load)
+#   KEEP_LOG=FILE       a copy of leakd's log
+#   KEEP_TIMELINE=FILE  the fixed-rate run's latency per 1-s window (leakd_load --timeline)
 # Exit status: 0 when every request got a 2xx (speed and memory never fail it: they are OK or
 # OVER), 1 when a request failed, 2 on usage or setup errors, 77 when PostgreSQL is missing.
 set -euo pipefail
