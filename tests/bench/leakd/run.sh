@@ -3,7 +3,7 @@
 # PostgreSQL (tests/server/pg_cluster.sh) and a real `leakd serve` on loopback, measures the
 # baselines (fsyncs/s and fsync'd sequential MB/s in the data dir, pgbench commits/s on the same
 # cluster, leakd's GET /healthz rate), then traces and heap uploads and leakd's memory, and
-# prints one table: figure, value, baseline, ratio, target, OK/OVER. About 3.5 minutes.
+# prints one table: figure, value, baseline, ratio, target, OK/OVER. About 2 minutes.
 # Builds nothing: build leakd and leakd_load first
 #   cmake --build BUILD_DIR --target leakd leakd_load
 #
@@ -11,15 +11,17 @@
 #   SMOKE=1       tiny counts (~20 s): checks only that everything runs and every request got a
 #                 2xx (what ctest runs); the figures mean nothing then
 #   PG_MODE       durable (default: the cluster is restarted with fsync, synchronous_commit and
-#                 full_page_writes on and shared_buffers=128MB, as in production) or test
-#                 (pg_cluster.sh's fsync=off settings)
+#                 full_page_writes on, shared_buffers=128MB and the WAL settings
+#                 docs/operations.md recommends, as in production, and its WAL segments are
+#                 recycled before the runs) or test (pg_cluster.sh's fsync=off settings)
+#   PREWARM_WAL_MB  WAL written and recycled before the runs in durable mode (1024)
 #   CONNS         client connections of the baselines and of the 16-connection traces run (16);
 #                 DB_POOL leakd's pool (16)
 #   TRACES_CONNS  client connections of the closed-loop traces runs that measure reports/s (64):
 #                 leakd stores traces reports by group commit, and a closed loop's rate is its
 #                 connections / latency, so 16 connections leave the machine partly idle
 #   SECONDS_A     seconds of each traces run (10)
-#   RATE_SECONDS  seconds of the fixed-rate run (30)
+#   RATE_SECONDS  seconds of the fixed-rate run (60); a checkpoint starts half-way
 #   LEAKD_LOAD    the load generator (default BUILD_DIR/tests/bench/leakd_load)
 #   KEEP_LOG=FILE       a copy of leakd's log
 #   KEEP_TIMELINE=FILE  the fixed-rate run's latency per 1-s window (leakd_load --timeline)
@@ -39,7 +41,8 @@ CONNS=${CONNS:-16}
 TRACES_CONNS=${TRACES_CONNS:-64}
 DB_POOL=${DB_POOL:-16}
 SECONDS_A=${SECONDS_A:-10}
-RATE_SECONDS=${RATE_SECONDS:-30}
+RATE_SECONDS=${RATE_SECONDS:-60}
+PREWARM_WAL_MB=${PREWARM_WAL_MB:-1024}
 
 for b in "$LEAKD" "$LOAD"; do
     [[ -x $b ]] || { echo "run.sh: $b missing; build it: cmake --build $BUILD_DIR --target leakd leakd_load" >&2; exit 2; }
@@ -90,10 +93,20 @@ if [[ $PG_MODE == durable ]]; then
     as_pg "$PG_BINDIR/pg_ctl" -D "$PGDIR/data" -l "$PGDIR/server.log" -m fast -w -t 60 -s \
         -o "-p $PG_PORT -c listen_addresses=127.0.0.1 -c unix_socket_directories=$PGDIR/sock \
             -c fsync=on -c synchronous_commit=on -c full_page_writes=on -c shared_buffers=128MB \
-            -c max_connections=100 -c log_min_messages=warning" restart >/dev/null
+            -c max_wal_size=4GB -c min_wal_size=1GB -c wal_compression=lz4 -c backend_flush_after=256kB \
+            -c max_connections=100 -c log_min_messages=warning -c log_checkpoints=on" restart >/dev/null
 fi
 PG_PID=$(head -n 1 "$PGDIR/data/postmaster.pid")
 PSQL=("$PG_BINDIR/psql" -X -q -h 127.0.0.1 -p "$PG_PORT" -U postgres -v ON_ERROR_STOP=1)
+# A server that has been running reuses its WAL segments: each checkpoint renames the old ones
+# for reuse. A new cluster has none, and creating a segment zero-fills 16 MB while every commit
+# waits (30-100 ms here, every 1.5 s at this load). WAL messages that touch no table, then a
+# checkpoint, give this one segments to reuse, as a running server has.
+if [[ $PG_MODE == durable ]]; then
+    say "PostgreSQL: ${PREWARM_WAL_MB} MB of WAL written and recycled, as on a server that has been running"
+    "${PSQL[@]}" -d postgres -c "SELECT count(pg_logical_emit_message(false, 'leakwatch-bench', repeat('x', 1048576)))
+        FROM generate_series(1, $PREWARM_WAL_MB)" -c 'CHECKPOINT' >/dev/null
+fi
 
 # ---- leakd -----------------------------------------------------------------------------------
 DATA=$WORK/data
@@ -161,14 +174,15 @@ IDLE=$(load pss "$LEAKD_PID" "$PG_PID")
 say "warm-up: one traces report per signature ($WARM)"
 load traces --server "$SERVER" --key "$KEY" --app bench --sigs "$SIGS" --count "$WARM" --warmup-sigs \
     --conns "$CONNS" >/dev/null
-say "(a) traces, ~10 KB, $SIGS signatures, closed loop, $TRACES_CONNS connections"
-TA=$(load traces --server "$SERVER" --key "$KEY" --app bench --sigs "$SIGS" --conns "$TRACES_CONNS" "${RUN_A[@]}" \
-    --pss-pid "$LEAKD_PID" --pss-pid "$PG_PID")
 say "(a) traces, ~10 KB, all in one group, closed loop, $TRACES_CONNS connections"
 T1=$(load traces --server "$SERVER" --key "$KEY" --app bench --sigs 1 --conns "$TRACES_CONNS" "${RUN_A[@]}" \
     --pss-pid "$LEAKD_PID" --pss-pid "$PG_PID")
 say "(a) traces, ~10 KB, $SIGS signatures, closed loop, $CONNS connections"
 T16=$(load traces --server "$SERVER" --key "$KEY" --app bench --sigs "$SIGS" --conns "$CONNS" "${RUN_A[@]}" \
+    --pss-pid "$LEAKD_PID" --pss-pid "$PG_PID")
+# Last, as the fixed-rate run's reference: the host's speed drifts over tens of seconds.
+say "(a) traces, ~10 KB, $SIGS signatures, closed loop, $TRACES_CONNS connections"
+TA=$(load traces --server "$SERVER" --key "$KEY" --app bench --sigs "$SIGS" --conns "$TRACES_CONNS" "${RUN_A[@]}" \
     --pss-pid "$LEAKD_PID" --pss-pid "$PG_PID")
 # the mean batch of the traces runs, from leakd's /metrics
 METRICS_TEXT=$(python3 -c 'import sys,urllib.request; print(urllib.request.urlopen("http://"+sys.argv[1]+"/metrics", timeout=5).read().decode())' "127.0.0.1:$MPORT" 2>/dev/null || true)
@@ -177,10 +191,23 @@ batch_mean() {
          END { if (b > 0) printf "%.1f", r / b; else print 0 }' <<<"$METRICS_TEXT"
 }
 RATE80=$(awk -v r="$(val "$TA" rate)" 'BEGIN { x = int(r * 0.8); print x < 1 ? 1 : x }')
-say "(a) traces, $SIGS signatures, fixed rate $RATE80/s (80 %) for ${RATE_S} s, open loop"
+# The fixed-rate run starts from a checkpoint (which also writes out what the closed-loop runs
+# left dirty in the page cache), and half-way through it the next one starts: a server
+# checkpoints every 5 min (checkpoint_timeout), and the first change to each page after a
+# checkpoint starts writes the whole page to the WAL, so a run without one would be the
+# easy half of those 5 min.
+# (a little after half-way, so that the next is due after the run; 30 s is the least timeout)
+CKPT_AT=$(( RATE_S * 11 / 20 > 30 ? RATE_S * 11 / 20 : 30 ))
+"${PSQL[@]}" -d postgres -c CHECKPOINT -c "ALTER SYSTEM SET checkpoint_timeout = '${CKPT_AT}s'" \
+    -c 'SELECT pg_reload_conf()' >/dev/null
+CKPTS0=$(grep -c 'checkpoint starting: time' "$PGDIR/server.log" || true)
+say "(a) traces, $SIGS signatures, fixed rate $RATE80/s (80 %) for ${RATE_S} s, open loop, a checkpoint at ~${CKPT_AT} s"
 # --timeline: latency per 1-s window of due times, to tell one stall from a slow run
 TR=$(load traces --server "$SERVER" --key "$KEY" --app bench --sigs "$SIGS" --conns 128 --rate "$RATE80" \
     --seconds "$RATE_S" --timeline 1 --pss-pid "$LEAKD_PID" --pss-pid "$PG_PID" 2>"$WORK/timeline")
+CKPTS=$(( $(grep -c 'checkpoint starting: time' "$PGDIR/server.log" || true) - CKPTS0 ))
+# and the heap uploads start from a finished one, as the fixed-rate run did
+"${PSQL[@]}" -d postgres -c 'ALTER SYSTEM RESET checkpoint_timeout' -c 'SELECT pg_reload_conf()' -c CHECKPOINT >/dev/null
 grep -v '^timeline: ' "$WORK/timeline" >&2 || true
 WINDOWS=$(grep -c '^timeline: *[0-9]' "$WORK/timeline" || true)
 SLOW=$(awk '$1 == "timeline:" && $2 ~ /^[0-9]/ && $6 + 0 >= 50 { n++ } END { print n + 0 }' "$WORK/timeline")
@@ -233,6 +260,7 @@ row "fixed rate p90"                            "$(val "$TR" p90_ms)" "ms" "" ""
 row "fixed rate p99"                            "$(val "$TR" p99_ms)" "ms" "" "" lt 50
 row "fixed rate max"                            "$(val "$TR" max_ms)" "ms" "" "" - ""
 row "  1-s windows with a request >= 50 ms"      "$SLOW" "of $WINDOWS" "" "" - ""
+row "  checkpoints started during it"            "$CKPTS" "" "" "" - ""
 row "heap uploads, $HEAP_MB MB"                 "$(val "$HB" mbps)" "MB/s" "seq write+fsync" "$SEQM" ge \
     "$(awk -v s="$SEQM" 'BEGIN { printf "%.1f", s / 2 }')"
 row "leakd PSS, idle"                           "$(kb2mb "$(val "$IDLE" pss0_kb)")" "MB" "" "" lt 64
