@@ -1,5 +1,5 @@
 /* grouping.c — leak groups: the server's own signatures (ld_trace_validate), and the
- * set-based grouping of stored reports, a whole batch in two statements. */
+ * set-based grouping of stored reports, a whole batch in one statement. */
 #define _POSIX_C_SOURCE 200809L
 
 #include "grouping.h"
@@ -50,17 +50,7 @@ static const char group_stored_sql[] =
     "    AND NOT EXISTS (SELECT 1 FROM occurrences c WHERE c.report_id = x.id)) r"
     "  CROSS JOIN LATERAL jsonb_array_elements(r.result->'leaks') WITH ORDINALITY AS l(leak, lord)),"
     LD_GROUPING_CTES
-    " SELECT " LD_GROUPING_NEW_DEVICES;
-
-ld_status ld_group_add_devices(ld_db *db, const PGresult *res, int col) {
-    if (strcmp(PQgetvalue(res, 0, col), "{}") == 0) return LD_OK;
-    const char *d[] = {PQgetvalue(res, 0, col), PQgetvalue(res, 0, col + 1)};
-    return ld_db_exec(db, NULL,
-                      "UPDATE leak_groups g SET devices = g.devices + d.n"
-                      " FROM unnest($1::bigint[], $2::bigint[]) AS d(id, n)"
-                      " WHERE g.id = d.id AND g.id = ANY($1::bigint[])", /* an index scan, never a scan */
-                      2, d);
-}
+    " SELECT count(*) FROM grp";
 
 /* Appends `s` to the array literal in `b` (PostgreSQL's text form, every element quoted). */
 static int array_add(char **b, size_t *len, size_t *cap, const char *s) {
@@ -100,11 +90,7 @@ ld_status ld_group_reports(ld_db *db, size_t n, const int64_t *app_ids, const ch
     strcat(ids, "}");
     const char *p[] = {apps, ids};
     if ((st = ld_db_exec(db, &res, group_stored_sql, 2, p)) != LD_OK) goto out;
-    if (PQntuples(res) != 1) {
-        st = ld_db_fail(db, LD_ERR_INTERNAL, "grouping returned %d rows", PQntuples(res));
-        goto out;
-    }
-    st = ld_group_add_devices(db, res, 0);
+    if (PQntuples(res) != 1) st = ld_db_fail(db, LD_ERR_INTERNAL, "grouping returned %d rows", PQntuples(res));
 
 out:
     PQclear(res);

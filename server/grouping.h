@@ -14,13 +14,12 @@
  * report to group: app_id, report_id, app_version, build, install_id, ord (the report's place
  * in the batch: on an equal build the later is the newer), leak (its trace JSON object, with
  * the server's own signature and suspect flags: ld_trace_validate, or the analyzer) and lord
- * (the leak's place in its report). Set-based: each group the batch touches is upserted once
- * with the batch's sums (the first report's first trace is a new group's representative), in
- * (app, signature) order, so concurrent statements lock groups in the same order and cannot
- * deadlock; occurrences and devices are inserted. The statement must end with
- * "SELECT " LD_GROUPING_NEW_DEVICES (two columns, maybe after others), which
- * ld_group_add_devices then adds to the groups in the same transaction: whether a device is
- * new is known only once its row is inserted. */
+ * (the leak's place in its report). Set-based: the devices new to each signature are inserted
+ * first (keyed by app and signature, so the group need not exist yet), then each group the
+ * batch touches is upserted once with the batch's sums and its new devices (the first
+ * report's first trace is a new group's representative), and the occurrences are inserted.
+ * Devices, then groups, are locked in (app, signature[, install_id]) order, so concurrent
+ * statements cannot deadlock, and a device two of them insert at once is new to only one. */
 #define LD_GROUPING_CTES \
     /* each (report, signature) once, by its first listing */ \
     " occ_src AS (" \
@@ -28,6 +27,13 @@
     "    leak, leak->>'signature' AS sig," \
     "    LEAST((leak->>'count')::numeric, 9223372036854775807)::bigint AS objects" \
     "  FROM src ORDER BY report_id, leak->>'signature', lord)," \
+    /* An empty install_id (unknown device) is not a device. The device table outlives \
+     * retention, so a device seen again after its occurrences were purged is not new. */ \
+    " dev AS (" \
+    "  INSERT INTO leak_group_devices (app_id, signature, install_id)" \
+    "  SELECT DISTINCT app_id, sig, install_id FROM occ_src WHERE install_id <> '' ORDER BY 1, 2, 3" \
+    "  ON CONFLICT DO NOTHING RETURNING app_id, signature)," \
+    " new_dev AS (SELECT app_id, signature AS sig, count(*) AS n FROM dev GROUP BY app_id, signature)," \
     " per_group AS (" \
     "  SELECT app_id, sig, count(*) AS n, LEAST(sum(objects), 9223372036854775807)::bigint AS objects," \
     "    min(build) AS min_build, max(build) AS max_build," \
@@ -37,18 +43,19 @@
     "  FROM occ_src GROUP BY app_id, sig)," \
     " grp AS (" \
     "  INSERT INTO leak_groups AS g (app_id, signature, kind, short_description, leaking_class, library_pattern," \
-    "    representative, occurrences, leaked_objects, first_seen, last_seen, first_version, last_version," \
+    "    representative, occurrences, leaked_objects, devices, first_seen, last_seen, first_version, last_version," \
     "    first_build, last_build)" \
-    "  SELECT app_id, sig, leak->>'kind'," \
+    "  SELECT p.app_id, p.sig, leak->>'kind'," \
     "    COALESCE(NULLIF(leak->>'short_description', ''), leak->>'library_pattern'," \
     "             leak->'traces'->0->'elements'->-1->>'class', '')," \
     "    COALESCE(leak->'traces'->0->'elements'->-1->>'class', '')," \
-    "    leak->>'library_pattern', leak->'traces'->0, n, objects, now(), now()," \
+    "    leak->>'library_pattern', leak->'traces'->0, p.n, objects, COALESCE(d.n, 0), now(), now()," \
     "    first_version, last_version, min_build, max_build" \
-    "  FROM per_group ORDER BY app_id, sig" \
+    "  FROM per_group p LEFT JOIN new_dev d ON d.app_id = p.app_id AND d.sig = p.sig ORDER BY p.app_id, p.sig" \
     "  ON CONFLICT (app_id, signature) DO UPDATE SET" \
     "    occurrences = g.occurrences + EXCLUDED.occurrences," \
     "    leaked_objects = LEAST(g.leaked_objects::numeric + EXCLUDED.leaked_objects, 9223372036854775807)::bigint," \
+    "    devices = g.devices + EXCLUDED.devices," \
     "    last_seen = now()," \
     "    first_version = CASE WHEN EXCLUDED.first_build < g.first_build THEN EXCLUDED.first_version" \
     "      ELSE g.first_version END," \
@@ -63,23 +70,7 @@
     "  INSERT INTO occurrences (report_id, group_id, app_id, leaked_objects, app_version, build, install_id)" \
     "  SELECT o.report_id, grp.id, o.app_id, o.objects, o.app_version, o.build, o.install_id" \
     "  FROM occ_src o JOIN grp ON grp.app_id = o.app_id AND grp.signature = o.sig" \
-    "  ON CONFLICT DO NOTHING RETURNING group_id, install_id)," \
-    /* An empty install_id (unknown device) is not a device. The device table outlives \
-     * retention, so a device seen again after its occurrences were purged is not new. */ \
-    " dev AS (" \
-    "  INSERT INTO leak_group_devices (group_id, install_id)" \
-    "  SELECT DISTINCT group_id, install_id FROM occ WHERE install_id <> ''" \
-    "  ON CONFLICT DO NOTHING RETURNING group_id)"
-
-#define LD_GROUPING_NEW_DEVICES \
-    "(SELECT coalesce(array_agg(group_id ORDER BY group_id)::text, '{}')" \
-    "   FROM (SELECT group_id, count(*) AS n FROM dev GROUP BY group_id) d)," \
-    " (SELECT coalesce(array_agg(n ORDER BY group_id)::text, '{}')" \
-    "   FROM (SELECT group_id, count(*) AS n FROM dev GROUP BY group_id) d)"
-
-/* Adds the new devices of a grouping statement's result `res` (row 0, the two columns of
- * LD_GROUPING_NEW_DEVICES starting at `col`) to their groups. */
-ld_status ld_group_add_devices(ld_db *db, const PGresult *res, int col);
+    "  ON CONFLICT DO NOTHING)"
 
 /* Groups the leaks of `n` stored reports (report_ids[i] of app app_ids[i]) from their
  * reports.result: must run inside the caller's transaction, in which the results are

@@ -151,7 +151,7 @@ static ld_status batch_doc(const ld_traces_item *items, size_t n, text_buf *doc,
 
 /* The batch's reports inserted and the new ones grouped, in one statement: the grouping reads
  * each leak from the batch document, not back from the table. Returns the new reports as
- * "id|received_at" and the new devices (LD_GROUPING_NEW_DEVICES). */
+ * "id|received_at". */
 static const char insert_traces_sql[] =
     "WITH batch AS ("
     "  SELECT (x->>'id')::uuid AS id, (x->>'app')::bigint AS app_id, x, ord"
@@ -170,11 +170,11 @@ static const char insert_traces_sql[] =
     "  FROM (SELECT DISTINCT ON (id) * FROM batch ORDER BY id, ord) b JOIN ins ON ins.id = b.id"
     "  CROSS JOIN LATERAL jsonb_array_elements(b.x->'result'->'leaks') WITH ORDINALITY AS l(leak, lord)),"
     LD_GROUPING_CTES
-    " SELECT (SELECT coalesce(array_agg(id::text || '|' ||"
-    "   to_char(received_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"')), '{}') FROM ins), "
-    LD_GROUPING_NEW_DEVICES;
+    " SELECT coalesce(array_agg(id::text || '|' ||"
+    "   to_char(received_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"')), '{}') FROM ins";
 
-/* One attempt of ld_reports_insert_traces' transaction. */
+/* One attempt of ld_reports_insert_traces. The statement is its own transaction (one round
+ * trip, where BEGIN and COMMIT were two more): it stores and groups all or nothing. */
 static ld_status insert_traces_once(ld_db *db, ld_traces_item *items, size_t n, const char *doc, const char *ids) {
     PGresult *res = NULL;
     ld_status st;
@@ -184,14 +184,14 @@ static ld_status insert_traces_once(ld_db *db, ld_traces_item *items, size_t n, 
         items[i].created = 0;
         items[i].received_at[0] = '\0';
     }
-    if ((st = ld_db_begin(db)) != LD_OK) goto out;
     const char *p[] = {doc};
     if ((st = ld_db_exec(db, &res, insert_traces_sql, 1, p)) != LD_OK) goto out;
     if (PQntuples(res) != 1) {
         st = ld_db_fail(db, LD_ERR_INTERNAL, "storing traces returned %d rows", PQntuples(res));
         goto out;
     }
-    /* {id|time,...}: ids and times hold no character the array text would quote */
+    /* {id|time,...}: ids and times hold no character the array text would quote. Committed:
+     * a report found here is stored even if what follows fails. */
     size_t created = 0;
     const char *list = PQgetvalue(res, 0, 0);
     for (const char *e = list + 1; *e && *e != '}';) {
@@ -209,29 +209,23 @@ static ld_status insert_traces_once(ld_db *db, ld_traces_item *items, size_t n, 
             }
         e = *end == ',' ? end + 1 : end;
     }
-    if ((st = ld_group_add_devices(db, res, 1)) != LD_OK) goto out;
     PQclear(res);
     res = NULL;
     if (created < n) {
         /* Stored before (or by a transaction that committed meanwhile): whose is it? */
         const char *q[] = {ids};
         st = ld_db_exec(db, &res, "SELECT id::text, app_id FROM reports WHERE id = ANY($1::uuid[])", 1, q);
-        if (st != LD_OK) goto out;
         for (size_t i = 0; i < n; i++) {
             if (items[i].created) continue;
-            items[i].st = LD_ERR_UNAVAILABLE; /* deleted meanwhile: let the client retry */
-            for (int r = 0; r < PQntuples(res); r++)
+            items[i].st = LD_ERR_UNAVAILABLE; /* deleted meanwhile, or the lookup failed: let the client retry */
+            for (int r = 0; st == LD_OK && r < PQntuples(res); r++)
                 if (strcmp(items[i].in.report_id, PQgetvalue(res, r, 0)) == 0)
                     items[i].st = strtoll(PQgetvalue(res, r, 1), NULL, 10) == items[i].in.app_id ? LD_OK : LD_ERR_CONFLICT;
         }
+        st = LD_OK;
     }
-    st = ld_db_commit(db);
 
 out:
-    if (st != LD_OK) {
-        ld_db_rollback(db);
-        for (size_t i = 0; i < n; i++) items[i].created = 0;
-    }
     PQclear(res);
     return st;
 }

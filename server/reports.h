@@ -39,14 +39,15 @@ typedef struct ld_traces_item {
     size_t leaks_found;
     /* Set when ld_reports_insert_traces returns LD_OK: */
     ld_status st;             /* LD_OK (stored now, or before by the same app), LD_ERR_CONFLICT (the
-                               * id is another app's), LD_ERR_UNAVAILABLE (deleted meanwhile) */
+                               * id is another app's), LD_ERR_UNAVAILABLE (stored before, and deleted
+                               * meanwhile or its owner could not be looked up) */
     int created;              /* 1: stored by this call */
     char received_at[24];     /* RFC 3339 UTC, when created */
 } ld_traces_item;
 
-/* Stores `n` traces reports in one transaction (one commit for the batch): each new one as
- * 'done' with its result, leaks_found and analyzed_at, then all the new ones grouped at once
- * (ld_group_reports). A repeated id (stored before, or earlier in the same batch) changes
+/* Stores `n` traces reports in one statement, its own transaction (one commit for the
+ * batch): each new one as 'done' with its result, leaks_found and analyzed_at, and all the new
+ * ones grouped at once (LD_GROUPING_CTES). A repeated id (stored before, or earlier in the same batch) changes
  * nothing. LD_OK when the transaction committed, with each item's outcome in it; any other
  * status means nothing was stored (the caller may retry, or split the batch to find a bad
  * item). Retried once after a serialization failure or deadlock. */

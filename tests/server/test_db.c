@@ -335,6 +335,63 @@ static void test_migrate_files(void **state)
     free(dir);
 }
 
+/* Links the real migration `name` into `dir`. */
+static void link_migration(const char *dir, const char *name)
+{
+    char from[1024], to[512];
+
+    assert_non_null(realpath(migrations_dir(), from));
+    snprintf(from + strlen(from), sizeof from - strlen(from), "/%s", name);
+    snprintf(to, sizeof to, "%s/%s", dir, name);
+    assert_int_equal(symlink(from, to), 0);
+}
+
+/* 0004 re-keys a group's devices by (app, signature): the devices a server counted before it
+ * are still there after it, and still not new. */
+static void test_migrate_keeps_devices(void **state)
+{
+    ld_db *db = *state;
+    char err[512];
+    int applied = -1, version = -1;
+    char *dir;
+
+    REQUIRE_DB(db);
+    dir = make_dir();
+    link_migration(dir, "0001_init.sql");
+    link_migration(dir, "0002_group_devices.sql");
+    link_migration(dir, "0003_cheaper_writes.sql");
+    assert_int_equal(ld_migrate(db, dir, &applied, &version, err, sizeof err), LD_OK);
+    assert_int_equal(version, 3);
+    assert_int_equal(ld_db_exec_script(db,
+                                       "INSERT INTO apps (slug) VALUES ('one');"
+                                       "INSERT INTO leak_groups (app_id, signature, kind, short_description, leaking_class,"
+                                       "  devices, first_seen, last_seen, first_version, last_version, first_build,"
+                                       "  last_build, representative)"
+                                       " SELECT 1, repeat(s, 40), 'application', 'd', 'C', 2, now(), now(), '1', '1', 1, 1,"
+                                       "  '{}' FROM unnest(ARRAY['a', 'b']) AS s;"
+                                       "INSERT INTO leak_group_devices (group_id, install_id, first_seen) VALUES"
+                                       " (1, 'dev-1', '2026-01-02T00:00:00Z'), (1, 'dev-2', '2026-01-03T00:00:00Z'),"
+                                       " (2, 'dev-1', '2026-01-04T00:00:00Z'), (2, 'dev-3', '2026-01-05T00:00:00Z');"),
+                     LD_OK);
+    link_migration(dir, "0004_devices_by_signature.sql");
+    assert_int_equal(ld_migrate(db, dir, &applied, &version, err, sizeof err), LD_OK);
+    assert_int_equal(applied, 1);
+    assert_query(db,
+                 "SELECT string_agg(app_id || ' ' || left(signature, 2) || ' ' || install_id || ' ' ||"
+                 "  to_char(first_seen AT TIME ZONE 'UTC', 'MM-DD'), ',' ORDER BY signature, install_id)"
+                 " FROM leak_group_devices",
+                 "1 aa dev-1 01-02,1 aa dev-2 01-03,1 bb dev-1 01-04,1 bb dev-3 01-05");
+    /* keyed as the grouping statement inserts: a device seen again is not new */
+    assert_query(db,
+                 "WITH d AS (INSERT INTO leak_group_devices (app_id, signature, install_id)"
+                 "  VALUES (1, repeat('a', 40), 'dev-2'), (1, repeat('a', 40), 'dev-4')"
+                 "  ON CONFLICT DO NOTHING RETURNING install_id) SELECT string_agg(install_id, ',') FROM d",
+                 "dev-4");
+    assert_query(db, "SELECT string_agg(devices::text, ',' ORDER BY id) FROM leak_groups", "2,2");
+    remove_dir(dir);
+    free(dir);
+}
+
 typedef struct migrate_job {
     ld_status st;
     int applied;
@@ -780,6 +837,7 @@ int main(void)
         cmocka_unit_test(test_connect_fail),
         cmocka_unit_test_setup_teardown(test_migrate_once, setup_db, teardown_db),
         cmocka_unit_test_setup_teardown(test_migrate_files, setup_db, teardown_db),
+        cmocka_unit_test_setup_teardown(test_migrate_keeps_devices, setup_db, teardown_db),
         cmocka_unit_test_setup_teardown(test_migrate_concurrent, setup_db, teardown_db),
         cmocka_unit_test_setup_teardown(test_apps, setup_db, teardown_db),
         cmocka_unit_test_setup_teardown(test_keys, setup_db, teardown_db),
