@@ -7,7 +7,8 @@
  *                      [--pss-pid P]...
  *   leakd_load healthz --server H:P [--conns C] (--count N | --seconds S)
  *   leakd_load fsync DIR [--seconds S]     fsync'd 4 KiB appends per second in DIR
- *   leakd_load seqwrite DIR [--mb M]       M MB of 1 MiB writes then one fsync: MB/s
+ *   leakd_load seqwrite DIR [--mb M] [--count N] [--conns C]
+ *                                          N files of M MB by C writers, each fsync'd: MB/s
  *   leakd_load pss PID...                  PSS (kB) of each PID's process tree, summed
  *
  * One thread, epoll, raw non-blocking sockets with HTTP/1.1 keep-alive: C connections, each
@@ -721,28 +722,72 @@ static int run_fsync(opts *o) {
     return 0;
 }
 
-static int run_seqwrite(opts *o) {
+/* One writer of run_seqwrite: files first, first + step, ... below files. */
+typedef struct {
+    const opts *o;
+    long first, step, files, mb;
+    const char *buf;
+    size_t chunk;
+} seq_writer;
+
+static void seq_path(char *path, size_t cap, const opts *o, long f) {
+    snprintf(path, cap, "%s/leakd-bench-seq.%d.%ld", o->dir, (int)getpid(), f);
+}
+
+static void *seq_write_files(void *arg) {
+    seq_writer *sw = arg;
     char path[4096];
-    snprintf(path, sizeof path, "%s/leakd-bench-seq.%d", o->dir, (int)getpid());
-    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-    if (fd < 0) die("%s: %s", path, strerror(errno));
+    char *buf = malloc(sw->chunk);
+    if (!buf) die("out of memory");
+    memcpy(buf, sw->buf, sw->chunk);
+    uint64_t *w = (uint64_t *)buf;
+    for (long f = sw->first; f < sw->files; f += sw->step) {
+        seq_path(path, sizeof path, sw->o, f);
+        int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+        if (fd < 0) die("%s: %s", path, strerror(errno));
+        for (long i = 0; i < sw->mb; i++) {
+            w[0] = (uint64_t)(f * sw->mb + i); /* no two chunks alike */
+            if (write(fd, buf, sw->chunk) != (ssize_t)sw->chunk) die("%s: %s", path, strerror(errno));
+        }
+        if (fsync(fd) != 0) die("fsync %s: %s", path, strerror(errno));
+        close(fd);
+    }
+    free(buf);
+    return NULL;
+}
+
+/* N files of M MB (--count, --mb) by C writers at once (--conns), each file written in 1 MiB
+ * chunks and fsync'd before its writer starts the next, as leakd stores an upload; all kept
+ * until the end, as uploads stay on disk. */
+static int run_seqwrite(opts *o) {
+    long files = o->count > 0 ? o->count : 1;
+    long mb = o->mb > 0 ? o->mb : 256;
+    int nw = o->conns > 0 ? o->conns : 1;
+    if (nw > files) nw = (int)files;
     size_t chunk = 1 << 20;
     char *buf = malloc(chunk);
+    seq_writer *sw = calloc((size_t)nw, sizeof *sw);
+    pthread_t *th = calloc((size_t)nw, sizeof *th);
+    if (!buf || !sw || !th) die("out of memory");
     uint64_t *w = (uint64_t *)buf;
     for (size_t i = 0; i < chunk / 8; i++) w[i] = rnd();
-    long mb = o->mb > 0 ? o->mb : 256;
     double t0 = now();
-    for (long i = 0; i < mb; i++) {
-        w[0] = (uint64_t)i; /* no two chunks alike */
-        if (write(fd, buf, chunk) != (ssize_t)chunk) die("%s: %s", path, strerror(errno));
+    for (int i = 0; i < nw; i++) {
+        sw[i] = (seq_writer){o, i, nw, files, mb, buf, chunk};
+        if (pthread_create(&th[i], NULL, seq_write_files, &sw[i]) != 0) die("pthread_create failed");
     }
-    if (fsync(fd) != 0) die("fsync %s: %s", path, strerror(errno));
+    for (int i = 0; i < nw; i++) pthread_join(th[i], NULL);
     double t = now() - t0;
-    close(fd);
-    unlink(path);
+    char path[4096];
+    for (long f = 0; f < files; f++) {
+        seq_path(path, sizeof path, o, f);
+        unlink(path);
+    }
+    free(th);
+    free(sw);
     free(buf);
-    double mbps = (double)mb * (double)chunk / t / 1e6;
-    printf("mode=seqwrite mb=%ld seconds=%.3f mbps=%.1f\n", mb, t, mbps);
+    double mbps = (double)(mb * files) * (double)chunk / t / 1e6;
+    printf("mode=seqwrite mb=%ld files=%ld writers=%d seconds=%.3f mbps=%.1f\n", mb, files, nw, t, mbps);
     return 0;
 }
 
@@ -753,7 +798,7 @@ static const char usage[] =
     "                  (--count N | --seconds S) [--rate R] [--sigs N] [--size BYTES] [--mb M]\n"
     "                  [--warmup-sigs] [--pss-pid PID]... [--timeline SECONDS]\n"
     "       leakd_load fsync DIR [--seconds S]\n"
-    "       leakd_load seqwrite DIR [--mb M]\n"
+    "       leakd_load seqwrite DIR [--mb M] [--count N] [--conns C]\n"
     "       leakd_load pss PID...\n";
 
 int main(int argc, char **argv) {
@@ -761,7 +806,7 @@ int main(int argc, char **argv) {
         fputs(usage, argc < 2 ? stderr : stdout);
         return argc < 2 ? 2 : 0;
     }
-    opts o = {.mode = argv[1], .conns = 16, .sigs = 1000, .size = 10240, .mb = 0};
+    opts o = {.mode = argv[1], .conns = 0, .sigs = 1000, .size = 10240, .mb = 0};
     if (strcmp(o.mode, "pss") == 0) {
         long sum = 0;
         printf("mode=pss");
@@ -803,11 +848,14 @@ int main(int argc, char **argv) {
     if (o.seconds > 600) die("--seconds is at most 600");
     if (o.timeline < 0 || (o.timeline > 0 && o.timeline < 0.01)) die("--timeline must be at least 0.01 (seconds)");
     if (o.count > 10000000) die("--count is at most 10000000");
+    if (strcmp(o.mode, "seqwrite") == 0 && (o.mb < 0 || o.mb > 65536 || o.count < 0 || o.count > 1000 || o.conns < 0 || o.conns > 64))
+        die("seqwrite: --mb is at most 65536, --count at most 1000 and --conns at most 64");
     if (strcmp(o.mode, "fsync") == 0) return run_fsync(&o);
     if (strcmp(o.mode, "seqwrite") == 0) return run_seqwrite(&o);
     if (strcmp(o.mode, "traces") == 0 || strcmp(o.mode, "heap") == 0 || strcmp(o.mode, "healthz") == 0) {
         if (!o.server) die("--server is required");
         if (strcmp(o.mode, "heap") == 0 && o.mb == 0) o.mb = 50;
+        if (o.conns == 0) o.conns = 16;
         return run_load(&o);
     }
     die("unknown mode %s\n%s", o.mode, usage);
