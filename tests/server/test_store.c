@@ -468,6 +468,49 @@ static void test_same_signature_twice_counts_once(void **state) {
     free(one);
 }
 
+/* One batch of the group commit: a report_id listed twice is stored and counted once (the
+ * second listing answers as a retry), an id stored before changes nothing, and another app's
+ * id is a conflict; the others are stored and grouped. */
+static void test_batch_repeats_and_conflicts(void **state) {
+    ctx *c = *state;
+    int64_t app = create_app(c, "app-one"), other = create_app(c, "app-two");
+    char *json = leak_json(1, 0, 0, "true");
+    char err[256];
+    lw_leak_report *rep = parse_report(json);
+    assert_int_equal(ld_trace_validate(rep, err, sizeof err), LD_OK);
+    char *result = lw_leak_report_to_json(rep, 0);
+    assert_non_null(result);
+    assert_int_equal(send_traces(c->db, app, 1, "1.0", 1, "d0", json), 1);  /* stored before */
+    assert_int_equal(send_traces(c->db, other, 2, "1.0", 1, "d0", json), 1); /* another app's */
+    char ids[5][37];
+    int nums[5] = {3, 1, 3, 2, 4};
+    ld_traces_item items[5];
+    for (int i = 0; i < 5; i++) {
+        uuid_n(ids[i], nums[i]);
+        items[i] = (ld_traces_item){.in = {.report_id = ids[i], .app_id = app, .mode = "traces", .app_version = "1.0",
+                                           .build = 2, .install_id = i == 2 ? "d2" : "d1", .meta_json = "{}"},
+                                    .result_json = result, .leaks_found = 1};
+    }
+    assert_int_equal(ld_reports_insert_traces(c->db, items, 5), LD_OK);
+    const int created[5] = {1, 0, 0, 0, 1};
+    const ld_status st[5] = {LD_OK, LD_OK, LD_OK, LD_ERR_CONFLICT, LD_OK};
+    for (int i = 0; i < 5; i++) {
+        assert_int_equal(items[i].created, created[i]);
+        assert_int_equal(items[i].st, st[i]);
+        assert_int_equal(items[i].received_at[0] != '\0', created[i]);
+    }
+    group_row g;
+    assert_true(get_group(c, app, SIG_GCROOT, &g));
+    assert_int_equal(g.occurrences, 3); /* reports 1, 3 and 4 */
+    assert_int_equal(g.devices, 2);     /* d0, d1: d2 came with the repeat of report 3 */
+    assert_int_equal(g.last_build, 2);
+    assert_true(get_group(c, other, SIG_GCROOT, &g));
+    assert_int_equal(g.occurrences, 1);
+    free(result);
+    lw_leak_report_free(rep);
+    free(json);
+}
+
 static void test_fixed_regressed_ignored(void **state) {
     ctx *c = *state;
     int64_t app = create_app(c, "app-one");
@@ -1028,6 +1071,7 @@ int main(void) {
         cmocka_unit_test_setup(test_traces_report_groups, test_setup),
         cmocka_unit_test_setup(test_devices_and_objects, test_setup),
         cmocka_unit_test_setup(test_same_signature_twice_counts_once, test_setup),
+        cmocka_unit_test_setup(test_batch_repeats_and_conflicts, test_setup),
         cmocka_unit_test_setup(test_fixed_regressed_ignored, test_setup),
         cmocka_unit_test_setup(test_first_last_version, test_setup),
         cmocka_unit_test_setup(test_trace_validate, test_setup),
