@@ -27,6 +27,7 @@
 
 #include "common.h"
 #include "hprof_format.h"
+#include "bench_rng.h"
 #include "hprof_out.h"
 
 #define GEN_VERSION "gen_heap 1"
@@ -39,26 +40,9 @@
 #define PENDING_MAX 1024
 #define BYTES_PER_OBJECT 100 /* file bytes per object the buffer controller aims at */
 
-/* ---- PRNG: splitmix64 ----------------------------------------------------------------- */
+/* ---- PRNG (bench_rng.h) ------------------------------------------------------------------ */
 
-typedef struct rng { uint64_t s; } rng;
-
-static uint64_t rnext(rng *r) {
-    uint64_t z = (r->s += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
-static uint64_t rbelow(rng *r, uint64_t n) { return n ? rnext(r) % n : 0; }
-static double runif(rng *r) { return (double)(rnext(r) >> 11) * (1.0 / 9007199254740992.0); }
 static uint64_t rrange(rng *r, uint64_t lo, uint64_t hi) { return lo + rbelow(r, hi - lo + 1); } /* [lo, hi] */
-/* log-uniform integer in [lo, hi] */
-static uint64_t rlog(rng *r, uint64_t lo, uint64_t hi) {
-    if (hi <= lo) return lo;
-    double v = exp(log((double)lo) + runif(r) * (log((double)hi + 1.0) - log((double)lo)));
-    uint64_t n = (uint64_t)v;
-    return n < lo ? lo : n > hi ? hi : n;
-}
 
 static void die(const char *fmt, const char *arg) {
     fprintf(stderr, "gen_heap: ");

@@ -32,26 +32,13 @@
 #include <time.h>
 
 #include "common.h"
+#include "bench_rng.h"
 #include "hprof_out.h"
 
 #define GEN_VERSION "gen_sdk_heap 1"
 #define LEAK_KEY "5d4c3b2a-0000-4000-8000-00000000beef"
 #define HEAP_BASE 0x700000000ull
 
-typedef struct rng { uint64_t s; } rng;
-static uint64_t rnext(rng *r) {
-    uint64_t z = (r->s += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
-static uint64_t rbelow(rng *r, uint64_t n) { return n ? rnext(r) % n : 0; }
-static double runif(rng *r) { return (double)(rnext(r) >> 11) * (1.0 / 9007199254740992.0); }
-static uint64_t rlog(rng *r, uint64_t lo, uint64_t hi) {
-    double v = exp(log((double)lo) + runif(r) * (log((double)hi + 1.0) - log((double)lo)));
-    uint64_t n = (uint64_t)v;
-    return n < lo ? lo : n > hi ? hi : n;
-}
 static uint64_t align8(uint64_t v) { return (v + 7) & ~7ull; }
 
 static void die(const char *msg) {
