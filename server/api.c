@@ -37,15 +37,6 @@ static int split_path(const char *url, char seg[][160], int max) {
     return n;
 }
 
-static ld_db *db_or_503(ld_req *r) {
-    ld_db *db = ld_pool_get(r->srv->pool, 5000);
-    if (!db) {
-        ld_respond_error(r, 503, "unavailable", "the database is unreachable; retry later");
-        ld_respond_retry_after(r, 5);
-    }
-    return db;
-}
-
 static void db_error(ld_req *r, ld_status st, const char *what) {
     if (st == LD_ERR_UNAVAILABLE) {
         ld_respond_error(r, 503, "unavailable", "the database is unreachable; retry later");
@@ -326,7 +317,7 @@ static void patch_end(ld_req *r) {
         ld_respond_error(r, 400, "bad_request", "the body must be {\"status\": \"open\" | \"ignored\" | \"fixed\"}");
         return;
     }
-    ld_db *db = db_or_503(r);
+    ld_db *db = ld_req_db(r, 5000, 5);
     if (db) {
         char app[32];
         snprintf(app, sizeof app, "%lld", (long long)ps->app_id);
@@ -403,7 +394,7 @@ void ld_api_dispatch(ld_req *r) {
             ld_respond_error(r, 400, "bad_request", "use an app's read key to read its reports");
             return;
         }
-        ld_db *db = db_or_503(r);
+        ld_db *db = ld_req_db(r, 5000, 5);
         if (!db) return;
         json_t *obj = NULL;
         ld_status st = ld_report_get(db, r->who.app_id, seg[2], &obj);
@@ -425,7 +416,7 @@ void ld_api_dispatch(ld_req *r) {
         ld_respond_error(r, 403, "forbidden", "changing a leak's status needs an admin key");
         return;
     }
-    ld_db *db = db_or_503(r);
+    ld_db *db = ld_req_db(r, 5000, 5);
     if (!db) return;
     int64_t app_id = app_for(r, db, seg[2]);
     if (app_id < 0) {

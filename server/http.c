@@ -69,6 +69,15 @@ void ld_respond_retry_after(ld_req *r, int seconds) {
     if (r->resp) MHD_add_response_header(r->resp, "Retry-After", v);
 }
 
+ld_db *ld_req_db(ld_req *r, int wait_ms, int retry_s) {
+    ld_db *db = ld_pool_get(r->srv->pool, wait_ms);
+    if (!db) {
+        ld_respond_error(r, 503, "unavailable", "the database is unreachable; retry later");
+        ld_respond_retry_after(r, retry_s);
+    }
+    return db;
+}
+
 void ld_respond_empty(ld_req *r, unsigned status) {
     set_response(r, status, MHD_create_response_from_buffer(0, (void *)"", MHD_RESPMEM_PERSISTENT));
 }

@@ -381,13 +381,8 @@ static void store_traces(ld_req *r, ld_report_in *rin) {
         }
         answered(r, obj, 1);
     } else if (st == LD_OK) {
-        ld_db *db = ld_pool_get(r->srv->pool, 10000);
-        if (db) {
-            answer_report(r, db, 0);
-        } else {
-            ld_respond_error(r, 503, "unavailable", "the database is unreachable; retry later");
-            ld_respond_retry_after(r, 10);
-        }
+        ld_db *db = ld_req_db(r, 10000, 10);
+        if (db) answer_report(r, db, 0);
         ld_pool_put(r->srv->pool, db);
     } else if (st == LD_ERR_CONFLICT) {
         ld_respond_error(r, 409, "conflict", "this report_id belongs to another app");
@@ -424,13 +419,8 @@ static void on_end(ld_req *r) {
     if (strcmp(in->want, "traces") == 0) {
         store_traces(r, &rin);
     } else {
-        ld_db *db = ld_pool_get(r->srv->pool, 10000);
-        if (!db) {
-            ld_respond_error(r, 503, "unavailable", "the database is unreachable; retry later");
-            ld_respond_retry_after(r, 10);
-        } else {
-            store_heap(r, db, &rin);
-        }
+        ld_db *db = ld_req_db(r, 10000, 10);
+        if (db) store_heap(r, db, &rin);
         ld_pool_put(r->srv->pool, db);
     }
     free(meta_text);

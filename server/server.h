@@ -63,6 +63,10 @@ void ld_respond_error(ld_req *r, unsigned status, const char *code, const char *
 void ld_respond_retry_after(ld_req *r, int seconds);
 void ld_respond_empty(ld_req *r, unsigned status);
 
+/* A pooled database connection (waiting up to `wait_ms` for one), or NULL with a 503 and
+ * Retry-After: `retry_s` prepared. Give it back with ld_pool_put (NULL is fine). */
+ld_db *ld_req_db(ld_req *r, int wait_ms, int retry_s);
+
 /* Authenticates the request; on failure prepares the 401/503 and returns -1. */
 int ld_req_auth(ld_req *r);
 
