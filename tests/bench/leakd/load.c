@@ -8,7 +8,8 @@
  *   leakd_load healthz --server H:P [--conns C] (--count N | --seconds S)
  *   leakd_load fsync DIR [--seconds S]     fsync'd 4 KiB appends per second in DIR
  *   leakd_load seqwrite DIR [--mb M] [--count N] [--conns C]
- *                                          N files of M MB by C writers, each fsync'd: MB/s
+ *                                          N files of M MB by C writers, written as leakd
+ *                                          writes an upload: MB/s
  *   leakd_load pss PID...                  PSS (kB) of each PID's process tree, summed
  *
  * One thread, epoll, raw non-blocking sockets with HTTP/1.1 keep-alive: C connections, each
@@ -755,6 +756,8 @@ static void *seq_write_files(void *arg) {
         for (long i = 0; i < sw->mb; i++) {
             w[0] = (uint64_t)(f * sw->mb + i); /* no two chunks alike */
             if (write(fd, buf, sw->chunk) != (ssize_t)sw->chunk) die("%s: %s", path, strerror(errno));
+            /* writeback started every 8 MiB, as leakd does (ingest.c) */
+            if ((i + 1) % 8 == 0) (void)sync_file_range(fd, (off_t)(i - 7) * (off_t)sw->chunk, 8 * (off_t)sw->chunk, SYNC_FILE_RANGE_WRITE);
         }
         if (fsync(fd) != 0) die("fsync %s: %s", path, strerror(errno));
         close(fd);
@@ -764,8 +767,8 @@ static void *seq_write_files(void *arg) {
 }
 
 /* N files of M MB (--count, --mb) by C writers at once (--conns), each file written in 1 MiB
- * chunks and fsync'd before its writer starts the next, as leakd stores an upload; all kept
- * until the end, as uploads stay on disk. */
+ * chunks with writeback started every 8 MiB and fsync'd before its writer starts the next, as
+ * leakd stores an upload; all kept until the end, as uploads stay on disk. */
 static int run_seqwrite(opts *o) {
     long files = o->count > 0 ? o->count : 1;
     long mb = o->mb > 0 ? o->mb : 256;
