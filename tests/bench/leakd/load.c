@@ -730,6 +730,9 @@ static int run_fsync(opts *o) {
     return 0;
 }
 
+/* seqwrite's 1 MiB chunks per writeback range: leakd's 8 MiB (ingest.c). */
+#define WRITEBACK_CHUNKS 8
+
 /* One writer of run_seqwrite: files first, first + step, ... below files. */
 typedef struct {
     const opts *o;
@@ -756,8 +759,10 @@ static void *seq_write_files(void *arg) {
         for (long i = 0; i < sw->mb; i++) {
             w[0] = (uint64_t)(f * sw->mb + i); /* no two chunks alike */
             if (write(fd, buf, sw->chunk) != (ssize_t)sw->chunk) die("%s: %s", path, strerror(errno));
-            /* writeback started every 8 MiB, as leakd does (ingest.c) */
-            if ((i + 1) % 8 == 0) (void)sync_file_range(fd, (off_t)(i - 7) * (off_t)sw->chunk, 8 * (off_t)sw->chunk, SYNC_FILE_RANGE_WRITE);
+            /* writeback started every WRITEBACK_CHUNKS, as leakd does (ingest.c) */
+            if ((i + 1) % WRITEBACK_CHUNKS == 0)
+                (void)sync_file_range(fd, (off_t)(i + 1 - WRITEBACK_CHUNKS) * (off_t)sw->chunk,
+                                      WRITEBACK_CHUNKS * (off_t)sw->chunk, SYNC_FILE_RANGE_WRITE);
         }
         if (fsync(fd) != 0) die("fsync %s: %s", path, strerror(errno));
         close(fd);
@@ -816,7 +821,7 @@ int main(int argc, char **argv) {
         fputs(usage, argc < 2 ? stderr : stdout);
         return argc < 2 ? 2 : 0;
     }
-    opts o = {.mode = argv[1], .conns = 0, .sigs = 1000, .size = 10240, .mb = 0};
+    opts o = {.mode = argv[1], .conns = -1, .sigs = 1000, .size = 10240, .mb = 0};
     if (strcmp(o.mode, "pss") == 0) {
         long sum = 0;
         printf("mode=pss");
@@ -858,14 +863,14 @@ int main(int argc, char **argv) {
     if (o.seconds > 600) die("--seconds is at most 600");
     if (o.timeline < 0 || (o.timeline > 0 && o.timeline < 0.01)) die("--timeline must be at least 0.01 (seconds)");
     if (o.count > 10000000) die("--count is at most 10000000");
-    if (strcmp(o.mode, "seqwrite") == 0 && (o.mb < 0 || o.mb > 65536 || o.count < 0 || o.count > 1000 || o.conns < 0 || o.conns > 64))
-        die("seqwrite: --mb is at most 65536, --count at most 1000 and --conns at most 64");
+    if (strcmp(o.mode, "seqwrite") == 0 && (o.mb < 0 || o.mb > 65536 || o.count < 0 || o.count > 1000 || o.conns == 0 || o.conns < -1 || o.conns > 64))
+        die("seqwrite: --mb is at most 65536, --count at most 1000 and --conns 1..64");
     if (strcmp(o.mode, "fsync") == 0) return run_fsync(&o);
     if (strcmp(o.mode, "seqwrite") == 0) return run_seqwrite(&o);
     if (strcmp(o.mode, "traces") == 0 || strcmp(o.mode, "heap") == 0 || strcmp(o.mode, "healthz") == 0) {
         if (!o.server) die("--server is required");
         if (strcmp(o.mode, "heap") == 0 && o.mb == 0) o.mb = 50;
-        if (o.conns == 0) o.conns = 16;
+        if (o.conns == -1) o.conns = 16;
         return run_load(&o);
     }
     die("unknown mode %s\n%s", o.mode, usage);
