@@ -863,7 +863,9 @@ int main(int argc, char **argv) {
     if (o.seconds > 600) die("--seconds is at most 600");
     if (o.timeline < 0 || (o.timeline > 0 && o.timeline < 0.01)) die("--timeline must be at least 0.01 (seconds)");
     if (o.count > 10000000) die("--count is at most 10000000");
-    if (strcmp(o.mode, "seqwrite") == 0 && (o.mb < 0 || o.mb > 65536 || o.count < 0 || o.count > 1000 || o.conns == 0 || o.conns < -1 || o.conns > 64))
+    if (strcmp(o.mode, "seqwrite") == 0 &&
+        (o.mb < 0 || o.mb > 65536 || o.count < 0 || o.count > 1000 || /* conns -1: not given */
+         (o.conns != -1 && (o.conns < 1 || o.conns > 64))))
         die("seqwrite: --mb is at most 65536, --count at most 1000 and --conns 1..64");
     if (strcmp(o.mode, "fsync") == 0) return run_fsync(&o);
     if (strcmp(o.mode, "seqwrite") == 0) return run_seqwrite(&o);
