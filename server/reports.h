@@ -47,10 +47,10 @@ typedef struct ld_traces_item {
 
 /* Stores `n` traces reports in one statement, its own transaction (one commit for the
  * batch): each new one as 'done' with its result, leaks_found and analyzed_at, and all the new
- * ones grouped at once (LD_GROUPING_CTES). A repeated id (stored before, or earlier in the same batch) changes
- * nothing. LD_OK when the transaction committed, with each item's outcome in it; any other
- * status means nothing was stored (the caller may retry, or split the batch to find a bad
- * item). Retried once after a serialization failure or deadlock. */
+ * ones grouped at once (LD_GROUPING_CTES). A repeated id (stored before, or earlier in the
+ * same batch) changes nothing. LD_OK when the transaction committed, with each item's outcome
+ * in it; any other status means nothing was stored (the caller may retry, or split the batch
+ * to find a bad item). Retried once after a serialization failure or deadlock. */
 ld_status ld_reports_insert_traces(ld_db *db, ld_traces_item *items, size_t n);
 
 /* One traces report (a batch of one): *created = 1 when stored now, 0 when this app has it;
