@@ -7,6 +7,9 @@
  *                      [--pss-pid P]...
  *   leakd_load healthz --server H:P [--conns C] (--count N | --seconds S)
  *   leakd_load fsync DIR [--seconds S]     fsync'd 4 KiB appends per second in DIR
+ *   leakd_load fsync DIR --every-ms T [--seconds S]
+ *                                          one 4 KiB overwrite + fdatasync every T ms, as a
+ *                                          commit flushes the WAL: its latency, p50/p99/max
  *   leakd_load seqwrite DIR [--mb M] [--count N] [--conns C]
  *                                          N files of M MB by C writers, written as leakd
  *                                          writes an upload: MB/s
@@ -93,6 +96,7 @@ typedef struct {
     long mb;     /* heap part MB */
     int warmup_sigs;
     double timeline; /* --timeline SECONDS: latency per window of due times, to stderr */
+    double every_ms; /* fsync --every-ms: a paced probe of fdatasync latency */
     pid_t pss_pids[MAX_PSS_PIDS];
     int npss;
     const char *dir;
@@ -711,6 +715,54 @@ static int run_load(opts *o) {
 
 /* ---- baselines ------------------------------------------------------------------------------ */
 
+/* fsync --every-ms: what one fdatasync costs while something else uses the disk (run.sh runs
+ * it beside the fixed-rate run). Like PostgreSQL's WAL, it overwrites blocks of a file written
+ * and fsync'd beforehand, so each fdatasync flushes 4 KiB of data and no metadata. Due times
+ * are fixed (t0 + i * T); one that is missed is skipped, not made up in a burst. */
+#define PROBE_BLOCKS 256
+static int run_fsync_probe(opts *o) {
+    char path[4096];
+    snprintf(path, sizeof path, "%s/leakd-bench-fsync-probe.%d", o->dir, (int)getpid());
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    if (fd < 0) die("%s: %s", path, strerror(errno));
+    char block[4096];
+    memset(block, 'p', sizeof block);
+    for (int b = 0; b < PROBE_BLOCKS; b++)
+        if (write(fd, block, sizeof block) != (ssize_t)sizeof block) die("%s: %s", path, strerror(errno));
+    if (fsync(fd) != 0) die("fsync %s: %s", path, strerror(errno));
+    double secs = o->seconds > 0 ? o->seconds : 2, every = o->every_ms / 1e3;
+    long cap = (long)(secs / every) + 2, n = 0, slow = 0;
+    double *lat = malloc((size_t)cap * sizeof *lat);
+    if (!lat) die("out of memory");
+    double t0 = now(), due = t0, t;
+    while ((t = now()) - t0 < secs && n < cap) {
+        if (t < due) {
+            double d = due - t;
+            struct timespec ts = {(time_t)d, (long)((d - (double)(time_t)d) * 1e9)};
+            nanosleep(&ts, NULL);
+        }
+        double a = now();
+        if (pwrite(fd, block, sizeof block, (off_t)(n % PROBE_BLOCKS) * (off_t)sizeof block) != (ssize_t)sizeof block ||
+            fdatasync(fd) != 0)
+            die("%s: %s", path, strerror(errno));
+        double b = now();
+        lat[n++] = b - a;
+        if (b - a >= 0.05) {
+            slow++;
+            fprintf(stderr, "fsync_probe: at %.2f s: %.1f ms\n", a - t0, (b - a) * 1e3);
+        }
+        due += every;
+        if (due < b) due = b + every - fmod(b - due, every); /* missed: the next due time ahead */
+    }
+    close(fd);
+    unlink(path);
+    qsort(lat, (size_t)n, sizeof *lat, cmp_double);
+    printf("mode=fsync_probe fsyncs=%ld seconds=%.3f every_ms=%.1f p50_ms=%.2f p99_ms=%.2f max_ms=%.2f over_50ms=%ld\n", n,
+           t - t0, o->every_ms, pct(lat, n, 0.5) * 1e3, pct(lat, n, 0.99) * 1e3, n ? lat[n - 1] * 1e3 : 0.0, slow);
+    free(lat);
+    return 0;
+}
+
 static int run_fsync(opts *o) {
     char path[4096];
     snprintf(path, sizeof path, "%s/leakd-bench-fsync.%d", o->dir, (int)getpid());
@@ -812,7 +864,7 @@ static const char usage[] =
     "usage: leakd_load traces|heap|healthz --server HOST:PORT [--key K --app A] [--conns C]\n"
     "                  (--count N | --seconds S) [--rate R] [--sigs N] [--size BYTES] [--mb M]\n"
     "                  [--warmup-sigs] [--pss-pid PID]... [--timeline SECONDS]\n"
-    "       leakd_load fsync DIR [--seconds S]\n"
+    "       leakd_load fsync DIR [--every-ms T] [--seconds S]\n"
     "       leakd_load seqwrite DIR [--mb M] [--count N] [--conns C]\n"
     "       leakd_load pss PID...\n";
 
@@ -853,6 +905,7 @@ int main(int argc, char **argv) {
         else if (ARG("--size")) o.size = atol(v);
         else if (ARG("--mb")) o.mb = atol(v);
         else if (ARG("--timeline")) o.timeline = atof(v);
+        else if (ARG("--every-ms")) o.every_ms = atof(v);
         else if (ARG("--pss-pid")) {
             if (o.npss == MAX_PSS_PIDS) die("at most %d --pss-pid", MAX_PSS_PIDS);
             o.pss_pids[o.npss++] = (pid_t)atoi(v);
@@ -867,7 +920,9 @@ int main(int argc, char **argv) {
         (o.mb < 0 || o.mb > 65536 || o.count < 0 || o.count > 1000 || /* conns -1: not given */
          (o.conns != -1 && (o.conns < 1 || o.conns > 64))))
         die("seqwrite: --mb is at most 65536, --count at most 1000 and --conns 1..64");
-    if (strcmp(o.mode, "fsync") == 0) return run_fsync(&o);
+    if (o.every_ms != 0 && (strcmp(o.mode, "fsync") != 0 || !(o.every_ms >= 1 && o.every_ms <= 10000)))
+        die("--every-ms is for fsync, 1..10000");
+    if (strcmp(o.mode, "fsync") == 0) return o.every_ms > 0 ? run_fsync_probe(&o) : run_fsync(&o);
     if (strcmp(o.mode, "seqwrite") == 0) return run_seqwrite(&o);
     if (strcmp(o.mode, "traces") == 0 || strcmp(o.mode, "heap") == 0 || strcmp(o.mode, "healthz") == 0) {
         if (!o.server) die("--server is required");

@@ -25,6 +25,7 @@
 #   LEAKD_LOAD    the load generator (default BUILD_DIR/tests/bench/leakd_load)
 #   KEEP_LOG=FILE       a copy of leakd's log
 #   KEEP_TIMELINE=FILE  the fixed-rate run's latency per 1-s window (leakd_load --timeline)
+#   KEEP_PGLOG=FILE     a copy of PostgreSQL's log (checkpoints and autovacuums, with times)
 # Exit status: 0 when every request got a 2xx (speed and memory never fail it: they are OK or
 # OVER), 1 when a request failed, 2 on usage or setup errors, 77 when PostgreSQL is missing.
 set -euo pipefail
@@ -80,7 +81,10 @@ trap 'exit 130' INT TERM
 as_pg() { if [[ $(id -u) -eq 0 ]]; then runuser -u postgres -- "$@"; else "$@"; fi; }
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 val() { tr ' ' '\n' <<<"$1" | sed -n "s/^$2=//p" | head -n 1; }
-say() { printf '== %s\n' "$*" >&2; }
+say() { printf '== %s %s\n' "$(date +%T.%3N)" "$*" >&2; }
+# /proc/stat's busy and total jiffies of all CPUs; busy_pct BEFORE AFTER: the machine's busy %
+cpu_ticks() { awk '$1 == "cpu" { print $2 + $3 + $4 + $7 + $8 + $9, $2 + $3 + $4 + $5 + $6 + $7 + $8 + $9; exit }' /proc/stat; }
+busy_pct() { awk -v a="$1" -v b="$2" 'BEGIN { split(a, x, " "); split(b, y, " "); printf "%.0f", (y[2] > x[2] ? 100 * (y[1] - x[1]) / (y[2] - x[2]) : 0) }'; }
 
 if [[ $SMOKE == 1 ]]; then PG_MODE=${PG_MODE_SMOKE:-test}; fi
 
@@ -94,7 +98,8 @@ if [[ $PG_MODE == durable ]]; then
         -o "-p $PG_PORT -c listen_addresses=127.0.0.1 -c unix_socket_directories=$PGDIR/sock \
             -c fsync=on -c synchronous_commit=on -c full_page_writes=on -c shared_buffers=128MB \
             -c max_wal_size=4GB -c min_wal_size=1GB -c wal_compression=lz4 -c backend_flush_after=256kB \
-            -c max_connections=100 -c log_min_messages=warning -c log_checkpoints=on" restart >/dev/null
+            -c max_connections=100 -c log_min_messages=warning -c log_checkpoints=on \
+            -c log_autovacuum_min_duration=0 -c log_line_prefix='%m [%p] '" restart >/dev/null
 fi
 PG_PID=$(head -n 1 "$PGDIR/data/postmaster.pid")
 PSQL=("$PG_BINDIR/psql" -X -q -h 127.0.0.1 -p "$PG_PORT" -U postgres -v ON_ERROR_STOP=1)
@@ -186,7 +191,9 @@ T16=$(load traces --server "$SERVER" --key "$KEY" --app bench --sigs "$SIGS" --c
 # server in the very run that measures latency at 80 % (at 2,600/s, one pair: p99 580
 # against 63 ms).
 say "(a) traces, ~10 KB, $SIGS signatures, closed loop, $TRACES_CONNS connections"
+C0=$(cpu_ticks)
 TA=$(load traces --server "$SERVER" --key "$KEY" --app bench --sigs "$SIGS" --conns "$TRACES_CONNS" "${RUN_A[@]}")
+BUSY_TA=$(busy_pct "$C0" "$(cpu_ticks)")
 # the mean batch of the traces runs, from leakd's /metrics
 METRICS_TEXT=$(python3 -c 'import sys,urllib.request; print(urllib.request.urlopen("http://"+sys.argv[1]+"/metrics", timeout=5).read().decode())' "127.0.0.1:$MPORT" 2>/dev/null || true)
 batch_mean() {
@@ -205,9 +212,22 @@ CKPT_AT=$(( RATE_S * 11 / 20 > 30 ? RATE_S * 11 / 20 : 30 ))
     -c 'SELECT pg_reload_conf()' >/dev/null
 CKPTS0=$(grep -c 'checkpoint starting: time' "$PGDIR/server.log" || true)
 say "(a) traces, $SIGS signatures, fixed rate $RATE80/s (80 %) for ${RATE_S} s, open loop, a checkpoint at ~${CKPT_AT} s"
+# Beside it, the disk's own latency: one fdatasync of 4 KiB every 10 ms on PostgreSQL's file
+# system, as each commit flushes the WAL. A commit cannot be faster than that, and when the
+# virtual disk stalls, every request waiting for a commit stalls with it.
+"$LOAD" fsync "$PGDIR" --every-ms 10 --seconds "$RATE_S" >"$WORK/probe" 2>&1 &
+PROBE_PID=$!
 # --timeline: latency per 1-s window of due times, to tell one stall from a slow run
+C0=$(cpu_ticks)
 TR=$(load traces --server "$SERVER" --key "$KEY" --app bench --sigs "$SIGS" --conns 128 --rate "$RATE80" \
     --seconds "$RATE_S" --timeline 1 2>"$WORK/timeline")
+BUSY_TR=$(busy_pct "$C0" "$(cpu_ticks)")
+wait "$PROBE_PID" || echo "run.sh: the fdatasync probe failed: $(cat "$WORK/probe")" >&2
+PROBE=$(tail -n 1 "$WORK/probe")
+# to tell a stall of the server from one of the disk: the slow windows, and the slow fdatasyncs
+awk '$1 == "timeline:" && $2 ~ /^[0-9]/ && $6 + 0 >= 50 { s = s sprintf(" %d s (p99 %.0f ms)", $2, $5) }
+     END { if (s != "") print "fixed rate: 1-s windows with a request >= 50 ms, from:" s }' "$WORK/timeline" >&2
+grep '^fsync_probe:' "$WORK/probe" >&2 || true
 CKPTS=$(( $(grep -c 'checkpoint starting: time' "$PGDIR/server.log" || true) - CKPTS0 ))
 # and the heap uploads start from a finished one, as the fixed-rate run did
 "${PSQL[@]}" -d postgres -c 'ALTER SYSTEM RESET checkpoint_timeout' -c 'SELECT pg_reload_conf()' -c CHECKPOINT >/dev/null
@@ -242,6 +262,7 @@ FAILED=0
 kill -0 "$LEAKD_PID" 2>/dev/null || { echo "run.sh: leakd died during the run" >&2; tail -n 30 "$WORK/serve.log" >&2; FAILED=1; }
 WARNS=$(grep -E ' (warn|error)' "$WORK/serve.log" | grep -vc 'the heap dump cannot be analyzed' || true)
 if [[ -n ${KEEP_LOG:-} ]]; then cp "$WORK/serve.log" "$KEEP_LOG"; fi
+if [[ -n ${KEEP_PGLOG:-} ]]; then cp "$PGDIR/server.log" "$KEEP_PGLOG"; fi
 
 # ---- the table ---------------------------------------------------------------------------------
 MB=1024 # kB per MB in PSS figures
@@ -264,6 +285,7 @@ BOUNDV=$(awk -v a="$PG_TPS" -v b="$HZRATE" 'BEGIN { print (a < b ? a : b) }')
 row "traces reports/s, $SIGS signatures"       "$(val "$TA" rate)" "/s" "$BOUND" "$BOUNDV" ge 2000
 row "traces reports/s, one group"              "$(val "$T1" rate)" "/s" "$BOUND" "$BOUNDV" ge 2000
 row "  closed-loop p99, $SIGS signatures"      "$(val "$TA" p99_ms)" "ms" "" "" - ""
+row "  machine CPU busy during it"              "$BUSY_TA" "%" "" "" - ""
 row "  the same with $CONNS connections"       "$(val "$T16" rate)" "/s" "$BOUND" "$BOUNDV" - ""
 row "  its p99"                                 "$(val "$T16" p99_ms)" "ms" "" "" - ""
 row "  mean group-commit batch"                 "$(batch_mean)" "reports" "" "" - ""
@@ -274,6 +296,10 @@ row "fixed rate p99"                            "$(val "$TR" p99_ms)" "ms" "" ""
 row "fixed rate max"                            "$(val "$TR" max_ms)" "ms" "" "" - ""
 row "  1-s windows with a request >= 50 ms"      "$SLOW" "of $WINDOWS" "" "" - ""
 row "  checkpoints started during it"            "$CKPTS" "" "" "" - ""
+row "  machine CPU busy during it"              "$BUSY_TR" "%" "closed loop" "$BUSY_TA" - ""
+row "  fdatasync every 10 ms meanwhile, p99"     "$(val "$PROBE" p99_ms)" "ms" "" "" - ""
+row "  its max"                                  "$(val "$PROBE" max_ms)" "ms" "" "" - ""
+row "  its fdatasyncs >= 50 ms"                  "$(val "$PROBE" over_50ms)" "of $(val "$PROBE" fsyncs)" "" "" - ""
 SEQH=$(awk -v a="$(val "$SEQH0" mbps)" -v b="$(val "$SEQH1" mbps)" 'BEGIN { printf "%.1f", (a + b) / 2 }')
 row "  the same files written, before / after"   "$(val "$SEQH0" mbps)" "MB/s" "after" "$(val "$SEQH1" mbps)" - ""
 row "heap uploads, $HEAP_N x $HEAP_MB MB"        "$(val "$HB" mbps)" "MB/s" "same files, mean" "$SEQH" ge \
