@@ -715,6 +715,15 @@ static int run_load(opts *o) {
 
 /* ---- baselines ------------------------------------------------------------------------------ */
 
+/* A scratch file DIR/leakd-bench-WHAT.PID of the disk baselines, created empty; the caller
+ * unlinks it. */
+static int scratch_file(const opts *o, const char *what, char *path, size_t cap) {
+    snprintf(path, cap, "%s/leakd-bench-%s.%d", o->dir, what, (int)getpid());
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    if (fd < 0) die("%s: %s", path, strerror(errno));
+    return fd;
+}
+
 /* fsync --every-ms: what one fdatasync costs while something else uses the disk (run.sh runs
  * it beside the fixed-rate run). Like PostgreSQL's WAL, it overwrites blocks of a file written
  * and fsync'd beforehand, so each fdatasync flushes 4 KiB of data and no metadata. Due times
@@ -722,9 +731,7 @@ static int run_load(opts *o) {
 #define PROBE_BLOCKS 256
 static int run_fsync_probe(opts *o) {
     char path[4096];
-    snprintf(path, sizeof path, "%s/leakd-bench-fsync-probe.%d", o->dir, (int)getpid());
-    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-    if (fd < 0) die("%s: %s", path, strerror(errno));
+    int fd = scratch_file(o, "fsync-probe", path, sizeof path);
     char block[4096];
     memset(block, 'p', sizeof block);
     for (int b = 0; b < PROBE_BLOCKS; b++)
@@ -765,9 +772,7 @@ static int run_fsync_probe(opts *o) {
 
 static int run_fsync(opts *o) {
     char path[4096];
-    snprintf(path, sizeof path, "%s/leakd-bench-fsync.%d", o->dir, (int)getpid());
-    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-    if (fd < 0) die("%s: %s", path, strerror(errno));
+    int fd = scratch_file(o, "fsync", path, sizeof path);
     char block[4096];
     memset(block, 'f', sizeof block);
     double secs = o->seconds > 0 ? o->seconds : 2, t0 = now(), t;
