@@ -224,16 +224,17 @@ TR=$(load traces --server "$SERVER" --key "$KEY" --app bench --sigs "$SIGS" --co
 BUSY_TR=$(busy_pct "$C0" "$(cpu_ticks)")
 wait "$PROBE_PID" || echo "run.sh: the fdatasync probe failed: $(cat "$WORK/probe")" >&2
 PROBE=$(tail -n 1 "$WORK/probe")
-# to tell a stall of the server from one of the disk: the slow windows, and the slow fdatasyncs
-awk '$1 == "timeline:" && $2 ~ /^[0-9]/ && $6 + 0 >= 50 { s = s sprintf(" %d s (p99 %.0f ms)", $2, $5) }
-     END { if (s != "") print "fixed rate: 1-s windows with a request >= 50 ms, from:" s }' "$WORK/timeline" >&2
-grep '^fsync_probe:' "$WORK/probe" >&2 || true
 CKPTS=$(( $(grep -c 'checkpoint starting: time' "$PGDIR/server.log" || true) - CKPTS0 ))
 # and the heap uploads start from a finished one, as the fixed-rate run did
 "${PSQL[@]}" -d postgres -c 'ALTER SYSTEM RESET checkpoint_timeout' -c 'SELECT pg_reload_conf()' -c CHECKPOINT >/dev/null
 grep -v '^timeline: ' "$WORK/timeline" >&2 || true
 WINDOWS=$(grep -c '^timeline: *[0-9]' "$WORK/timeline" || true)
-SLOW=$(awk '$1 == "timeline:" && $2 ~ /^[0-9]/ && $6 + 0 >= 50 { n++ } END { print n + 0 }' "$WORK/timeline")
+# The slow windows (a request at 50 ms or more) are counted, and listed on stderr with the
+# probe's slow fdatasyncs, to tell a stall of the server from one of the disk.
+SLOW=$(awk '$1 == "timeline:" && $2 ~ /^[0-9]/ && $6 + 0 >= 50 { n++; s = s sprintf(" %d s (p99 %.0f ms)", $2, $5) }
+            END { if (s != "") print "fixed rate: 1-s windows with a request >= 50 ms, from:" s > "/dev/stderr"
+                  print n + 0 }' "$WORK/timeline")
+grep '^fsync_probe:' "$WORK/probe" >&2 || true
 if [[ -n ${KEEP_TIMELINE:-} ]]; then cp "$WORK/timeline" "$KEEP_TIMELINE"; fi
 
 # ---- (b) heap uploads, (c) memory as bodies grow ------------------------------------------------
@@ -272,8 +273,8 @@ ROWS=$WORK/rows
 #   OP: ge / lt / le compare VALUE with TARGET; "-" is a figure without a target.
 row() { printf '%s|%s|%s|%s|%s|%s|%s\n' "$@" >>"$ROWS"; }
 kb2mb() { awk -v k="$1" 'BEGIN { printf "%.1f", k / 1024 }'; }
-# the highest leakd PSS (pss0_max_kb) of the given runs
-pss_max() { local r m=0 k; for r in "$@"; do k=$(val "$r" pss0_max_kb); (( ${k:-0} > m )) && m=$k; done; echo "$m"; }
+# max_of KEY RUN...: the highest value of KEY (e.g. pss0_max_kb) in the given runs' lines
+max_of() { local key=$1 r m=0 k; shift; for r in "$@"; do k=$(val "$r" "$key"); (( ${k:-0} > m )) && m=$k; done; echo "$m"; }
 
 FSR=$(val "$FS" rate) SEQM=$(val "$SEQ" mbps) HZRATE=$(val "$HZR" rate)
 row "fsyncs/s, 4 KiB appends, data dir"      "$FSR"    "/s"   "" "" - ""
@@ -306,7 +307,7 @@ row "heap uploads, $HEAP_N x $HEAP_MB MB"        "$(val "$HB" mbps)" "MB/s" "sam
     "$(awk -v s="$SEQH" 'BEGIN { printf "%.1f", s / 2 }')"
 row "leakd PSS, idle"                           "$(kb2mb "$(val "$IDLE" pss0_kb)")" "MB" "" "" lt 64
 row "PostgreSQL PSS, idle"                      "$(kb2mb "$(val "$IDLE" pss1_kb)")" "MB" "" "" - ""
-row "leakd PSS max, traces runs"                "$(kb2mb "$(pss_max "$T1" "$T16")")" "MB" "idle" "$(kb2mb "$(val "$IDLE" pss0_kb)")" - ""
+row "leakd PSS max, traces runs"                "$(kb2mb "$(max_of pss0_max_kb "$T1" "$T16")")" "MB" "idle" "$(kb2mb "$(val "$IDLE" pss0_kb)")" - ""
 FIRST=${GROW[0]}
 BASEG=$(kb2mb "$(val "${GROWN[$FIRST]}" pss0_max_kb)")
 for mb in "${GROW[@]}"; do
@@ -317,10 +318,7 @@ for mb in "${GROW[@]}"; do
             "$FIRST MB bodies" "$BASEG" le "$(awk -v b="$BASEG" 'BEGIN { printf "%.1f", b + 16 }')"
     fi
 done
-PEAK=0
-for r in "$T1" "$T16" "$HB" "${GROWN[@]}"; do
-    p=$(val "$r" pss_sum_max_kb); [[ -n $p ]] && (( p > PEAK )) && PEAK=$p
-done
+PEAK=$(max_of pss_sum_max_kb "$T1" "$T16" "$HB" "${GROWN[@]}")
 row "leakd + PostgreSQL PSS, peak"              "$(kb2mb "$PEAK")" "MB" "" "" le 512
 
 echo
