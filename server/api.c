@@ -304,6 +304,7 @@ static int patch_chunk(ld_req *r, const char *data, size_t len) {
 }
 
 static void patch_end(ld_req *r) {
+    if (ld_req_off_loop(r, patch_end)) return;
     patch_state *ps = r->state;
     if (ps->too_big) {
         ld_respond_error(r, 413, "too_large", "the body is over 4 KiB");
@@ -364,6 +365,7 @@ void ld_api_dispatch(ld_req *r) {
         return;
     }
     if (n == 1 && strcmp(seg[0], "readyz") == 0 && get) {
+        if (ld_req_off_loop(r, ld_api_dispatch)) return;
         r->route = LD_ROUTE_READYZ;
         ld_db *db = ld_pool_get(r->srv->pool, 2000);
         PGresult *res = NULL;
@@ -386,7 +388,11 @@ void ld_api_dispatch(ld_req *r) {
         ld_respond_error(r, 405, "method_not_allowed", "%s is not allowed here", r->method);
         return;
     }
-    if (ld_req_auth(r) != 0) return;
+    /* On an event thread, a key not cached suspends the request until the keys are reloaded,
+     * then it starts again here. */
+    if (ld_req_auth(r, ld_api_dispatch) != 0) return;
+    /* The rest asks PostgreSQL. */
+    if (ld_req_off_loop(r, ld_api_dispatch)) return;
     /* GET /v1/reports/{id} */
     if (n == 3 && strcmp(seg[1], "reports") == 0 && get) {
         r->route = LD_ROUTE_REPORT;

@@ -110,19 +110,10 @@ static int lookup(ld_auth *a, const uint8_t hash[32], ld_principal *who) {
     return found;
 }
 
-ld_auth_result ld_auth_check(ld_auth *a, const char *authorization, ld_principal *who) {
-    if (!authorization || strncasecmp(authorization, "Bearer ", 7) != 0) return LD_AUTH_MISSING;
-    const char *key = authorization + 7;
-    while (*key == ' ') key++;
-    char kind[16];
-    int64_t id;
-    if (strlen(key) > 200 || ld_key_parse(key, kind, &id) != 0) return LD_AUTH_MISSING;
-    uint8_t hash[32];
-    ld_sha256(key, strlen(key), hash);
-    if (lookup(a, hash, who)) return LD_AUTH_OK;
-    /* Not cached: perhaps a key created a moment ago. Wait for the next reload (at most one a
-     * second, however many unknown keys arrive: the database is never flooded, and guessing
-     * keys gets slow), unless one happened since this miss. */
+int ld_auth_reload_after_miss(ld_auth *a) {
+    /* Perhaps a key created a moment ago. Wait for the next reload (at most one a second,
+     * however many unknown keys arrive: the database is never flooded, and guessing keys gets
+     * slow), unless one happened since this miss. */
     pthread_mutex_lock(&a->refresh_mu);
     uint64_t seen = a->generation;
     double wait = a->last_attempt + 1.0 - now_s();
@@ -133,8 +124,23 @@ ld_auth_result ld_auth_check(ld_auth *a, const char *authorization, ld_principal
         pthread_mutex_lock(&a->refresh_mu);
     }
     if (a->generation == seen) refresh_locked(a);
-    int failed = a->last_failed;
+    int failed = a->last_failed ? -1 : 0;
     pthread_mutex_unlock(&a->refresh_mu);
+    return failed;
+}
+
+ld_auth_result ld_auth_check(ld_auth *a, const char *authorization, int may_wait, ld_principal *who) {
+    if (!authorization || strncasecmp(authorization, "Bearer ", 7) != 0) return LD_AUTH_MISSING;
+    const char *key = authorization + 7;
+    while (*key == ' ') key++;
+    char kind[16];
+    int64_t id;
+    if (strlen(key) > 200 || ld_key_parse(key, kind, &id) != 0) return LD_AUTH_MISSING;
+    uint8_t hash[32];
+    ld_sha256(key, strlen(key), hash);
+    if (lookup(a, hash, who)) return LD_AUTH_OK;
+    if (!may_wait) return LD_AUTH_WOULD_WAIT;
+    int failed = ld_auth_reload_after_miss(a);
     if (lookup(a, hash, who)) return LD_AUTH_OK;
     return failed ? LD_AUTH_UNAVAILABLE : LD_AUTH_UNKNOWN;
 }

@@ -22,6 +22,7 @@ typedef enum {
     LD_AUTH_MISSING = 1,     /* no or malformed Authorization header: 401 */
     LD_AUTH_UNKNOWN = 2,     /* a well-formed key nobody has (or revoked): 401 */
     LD_AUTH_UNAVAILABLE = 3, /* the key is not cached and PostgreSQL cannot be asked: 503 */
+    LD_AUTH_WOULD_WAIT = 4,  /* not cached, and the caller may not wait for a reload */
 } ld_auth_result;
 
 typedef struct ld_auth ld_auth;
@@ -34,7 +35,13 @@ void ld_auth_free(ld_auth *a);
  * effect then) and on a cache miss at most once a second. */
 int ld_auth_refresh(ld_auth *a);
 
-/* Checks "Bearer <key>". */
-ld_auth_result ld_auth_check(ld_auth *a, const char *authorization, ld_principal *who);
+/* After a cache miss: waits for the next reload (at most one a second, so a flood of unknown
+ * keys never floods the database) unless one happened meanwhile. 0, or -1 when the last
+ * reload could not reach PostgreSQL. */
+int ld_auth_reload_after_miss(ld_auth *a);
+
+/* Checks "Bearer <key>". A key not in the cache waits for the next reload (up to a second,
+ * then a query), unless `may_wait` is 0: then LD_AUTH_WOULD_WAIT. */
+ld_auth_result ld_auth_check(ld_auth *a, const char *authorization, int may_wait, ld_principal *who);
 
 #endif

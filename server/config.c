@@ -40,7 +40,8 @@ static const setting settings[] = {
     I("LEAKD_CONNECTION_LIMIT", "--connection-limit", connection_limit, "256", 1, "simultaneous HTTP connections"),
     I("LEAKD_CONNECTION_TIMEOUT", "--connection-timeout", connection_timeout_s, "30", 1, "seconds an idle connection is kept"),
     U("LEAKD_MIN_UPLOAD_RATE", "--min-upload-rate", min_upload_rate, "4096", "bytes/s an upload must keep up after its first 10 s"),
-    I("LEAKD_DB_POOL", "--db-pool", db_pool, "16", 1, "PostgreSQL connections for HTTP requests"),
+    I("LEAKD_HTTP_THREADS", "--http-threads", http_threads, "0", 0, "event threads serving HTTP (0 = number of cores)"),
+    I("LEAKD_DB_POOL", "--db-pool", db_pool, "16", 1, "PostgreSQL connections (and threads) for the requests' blocking steps"),
     I("LEAKD_DB_WRITERS", "--db-writers", db_writers, "2", 1, "connections that store traces reports in batches"),
     I("LEAKD_SHUTDOWN_TIMEOUT", "--shutdown-timeout", shutdown_timeout_s, "8", 0, "seconds to finish on SIGTERM"),
     I("LEAKD_RETENTION_DAYS", "--retention-days", retention_days, "90", 0, "reports older than this are deleted (0 = never)"),
@@ -73,6 +74,7 @@ const char ld_config_help[] =
     "  --connection-limit N        LEAKD_CONNECTION_LIMIT       simultaneous connections (256)\n"
     "  --connection-timeout S      LEAKD_CONNECTION_TIMEOUT     idle connection timeout (30)\n"
     "  --min-upload-rate N         LEAKD_MIN_UPLOAD_RATE        bytes/s after 10 s (4096)\n"
+    "  --http-threads N            LEAKD_HTTP_THREADS           event threads serving HTTP (number of cores)\n"
     "  --db-pool N                 LEAKD_DB_POOL                database connections for requests (16)\n"
     "  --shutdown-timeout S        LEAKD_SHUTDOWN_TIMEOUT       grace period on SIGTERM (8)\n"
     "  --retention-days N          LEAKD_RETENTION_DAYS         delete older reports (90; 0 = never)\n"
@@ -162,6 +164,10 @@ int ld_config_load(ld_config *c, int *argc, char **argv, char *err, size_t cap) 
     }
     *argc = out;
     argv[out] = NULL;
+    if (c->http_threads == 0) {
+        long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+        c->http_threads = cpus > 0 ? (int)(cpus < 64 ? cpus : 64) : 1;
+    }
     if (c->workers == 0) {
         long cpus = sysconf(_SC_NPROCESSORS_ONLN);
         c->workers = cpus > 0 ? (int)cpus : 1;

@@ -20,7 +20,8 @@ typedef struct ld_config {
     int connection_limit;         /* LEAKD_CONNECTION_LIMIT, default 256 */
     int connection_timeout_s;     /* LEAKD_CONNECTION_TIMEOUT, idle seconds, default 30 */
     uint64_t min_upload_rate;     /* LEAKD_MIN_UPLOAD_RATE, bytes/s after the first 10 s, default 4096 */
-    int db_pool;                  /* LEAKD_DB_POOL, connections for HTTP handlers, default 16 */
+    int http_threads;             /* LEAKD_HTTP_THREADS, libmicrohttpd's event threads, default: cores */
+    int db_pool;                  /* LEAKD_DB_POOL, connections (and task threads) for requests, default 16 */
     int db_writers;               /* LEAKD_DB_WRITERS, report writer threads (group commit), default 2 */
     int shutdown_timeout_s;       /* LEAKD_SHUTDOWN_TIMEOUT, default 8 */
     int retention_days;           /* LEAKD_RETENTION_DAYS, default 90; 0 = keep forever */

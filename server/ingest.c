@@ -49,6 +49,12 @@ typedef struct {
     uint64_t flushed;         /* bytes of the temp file handed to writeback */
     char *traces;
     size_t traces_len;
+    /* at the end */
+    char *meta_text;          /* meta as stored */
+    lw_leak_report *rep;      /* a traces report being stored, */
+    char *result_json;        /* its trace JSON with the server's signatures */
+    ld_traces_item item;      /* and what the report writer stores */
+    ld_status store_st;
 } ingest;
 
 static void fail(ld_req *r, unsigned status, const char *code, const char *msg) {
@@ -106,19 +112,7 @@ static int check_meta(ld_req *r) {
     snprintf(in->install_id, sizeof in->install_id, "%s", install ? install : "");
     snprintf(in->want, sizeof in->want, "%s", mode);
     if (r->who.kind == LD_KEY_ADMIN) {
-        ld_db *db = ld_pool_get(r->srv->pool, 5000);
-        ld_status st = db ? ld_app_id(db, app, &in->app_id) : LD_ERR_UNAVAILABLE;
-        ld_pool_put(r->srv->pool, db);
-        if (st == LD_ERR_NOT_FOUND) {
-            snprintf(msg, sizeof msg, "no app \"%.64s\"", app);
-            fail(r, 403, "forbidden", msg);
-            return -1;
-        }
-        if (st != LD_OK) {
-            fail(r, 503, "unavailable", "the database is unreachable; retry later");
-            ld_respond_retry_after(r, 10);
-            return -1;
-        }
+        /* Any app: which one is looked up at the end, off the event loop (resolve_app). */
         snprintf(in->app_slug, sizeof in->app_slug, "%s", app);
     } else {
         if (strcmp(app, r->who.app_slug) != 0) {
@@ -270,6 +264,9 @@ static void cleanup(ld_req *r) {
     json_decref(in->meta_json);
     free(in->meta);
     free(in->traces);
+    free(in->meta_text);
+    free(in->result_json);
+    lw_leak_report_free(in->rep);
     free(in);
     r->state = NULL;
 }
@@ -358,40 +355,20 @@ static void store_heap(ld_req *r, ld_db *db, ld_report_in *rin) {
     }
 }
 
-/* Validated here, stored by the report writer with whatever else is waiting (one commit for
- * the batch); the 202 is built from memory, a repeat is read back. */
-static void store_traces(ld_req *r, ld_report_in *rin) {
+/* The answer to a traces report, once the report writer is done with it. */
+static void traces_answer(ld_req *r) {
     ingest *in = r->state;
-    lw_leak_report *rep = NULL;
-    lw_error err = {0};
-    char *json = NULL;
-    lw_json_limits lim = {r->srv->cfg.max_traces_bytes, 1000, 100, 10000, 64 << 10};
-    if (lw_leak_report_from_json(in->traces ? in->traces : "", in->traces_len, &lim, &rep, &err) != LW_OK) {
-        ld_respond_error(r, err.status == LW_ERR_LIMIT ? 413 : 400, "bad_traces", "%s", err.message);
-        return;
-    }
-    char msg[512];
-    ld_status st = ld_trace_validate(rep, msg, sizeof msg);
-    if (st != LD_OK) {
-        ld_respond_error(r, 400, "bad_traces", "%s", msg);
-        goto out;
-    }
-    json = lw_leak_report_to_json(rep, 0);
-    if (!json) {
-        ld_respond_error(r, 503, "unavailable", "out of memory");
-        goto out;
-    }
-    ld_traces_item it = {.in = *rin, .result_json = json, .leaks_found = rep->leak_count};
-    st = ld_report_writer_store(r->srv->writer, &it);
-    if (st == LD_OK) st = it.st;
-    if (st == LD_OK && it.created) {
-        json_t *obj = ld_report_traces_object(&it, in->app_slug, rep);
+    ld_status st = in->store_st;
+    if (st == LD_OK) st = in->item.st;
+    if (st == LD_OK && in->item.created) {
+        json_t *obj = ld_report_traces_object(&in->item, in->app_slug, in->rep);
         if (!obj) {
             ld_respond_error(r, 503, "unavailable", "stored, but out of memory; retry to read it");
-            goto out;
+            return;
         }
         answered(r, obj, 1);
     } else if (st == LD_OK) {
+        if (ld_req_off_loop(r, traces_answer)) return; /* a repeat: read back */
         ld_db *db = ld_req_db(r, 10000, 10);
         if (db) answer_report(r, db, 0);
         ld_pool_put(r->srv->pool, db);
@@ -401,14 +378,80 @@ static void store_traces(ld_req *r, ld_report_in *rin) {
         ld_respond_error(r, 503, "unavailable", "the report could not be recorded (%s); retry later", ld_strerror(st));
         ld_respond_retry_after(r, 10);
     }
-out:
-    free(json);
-    lw_leak_report_free(rep);
+}
+
+/* Called by a report writer thread. */
+static void traces_stored(void *arg, ld_status st) {
+    ld_req *r = arg;
+    ingest *in = r->state;
+    in->store_st = st;
+    ld_req_resume(r);
+}
+
+/* Validated here, stored by the report writer with whatever else is waiting (one commit for
+ * the batch) while the connection is suspended; the 202 is built from memory, a repeat is
+ * read back. */
+static void store_traces(ld_req *r, ld_report_in *rin) {
+    ingest *in = r->state;
+    lw_error err = {0};
+    lw_json_limits lim = {r->srv->cfg.max_traces_bytes, 1000, 100, 10000, 64 << 10};
+    if (lw_leak_report_from_json(in->traces ? in->traces : "", in->traces_len, &lim, &in->rep, &err) != LW_OK) {
+        ld_respond_error(r, err.status == LW_ERR_LIMIT ? 413 : 400, "bad_traces", "%s", err.message);
+        return;
+    }
+    char msg[512];
+    ld_status st = ld_trace_validate(in->rep, msg, sizeof msg);
+    if (st != LD_OK) {
+        ld_respond_error(r, 400, "bad_traces", "%s", msg);
+        return;
+    }
+    in->result_json = lw_leak_report_to_json(in->rep, 0);
+    if (!in->result_json) {
+        ld_respond_error(r, 503, "unavailable", "out of memory");
+        return;
+    }
+    in->item = (ld_traces_item){.in = *rin, .result_json = in->result_json, .leaks_found = in->rep->leak_count};
+    if (r->on_task) {
+        in->store_st = ld_report_writer_store(r->srv->writer, &in->item);
+        traces_answer(r);
+        return;
+    }
+    if (ld_req_suspend(r, traces_answer) != 0) {
+        ld_respond_error(r, 503, "unavailable", "the server is shutting down; retry later");
+        ld_respond_retry_after(r, 10);
+        return;
+    }
+    st = ld_report_writer_submit(r->srv->writer, &in->item, traces_stored, r);
+    if (st != LD_OK) {
+        in->store_st = st;
+        ld_req_resume(r);
+    }
+}
+
+/* An admin key may upload for any app: which, looked up now (off the event loop). */
+static int resolve_app(ld_req *r) {
+    ingest *in = r->state;
+    if (in->app_id) return 0;
+    ld_db *db = ld_pool_get(r->srv->pool, 5000);
+    ld_status st = db ? ld_app_id(db, in->app_slug, &in->app_id) : LD_ERR_UNAVAILABLE;
+    ld_pool_put(r->srv->pool, db);
+    if (st == LD_ERR_NOT_FOUND) {
+        ld_respond_error(r, 403, "forbidden", "no app \"%.64s\"", in->app_slug);
+        return -1;
+    }
+    if (st != LD_OK) {
+        ld_respond_error(r, 503, "unavailable", "the database is unreachable; retry later");
+        ld_respond_retry_after(r, 10);
+        return -1;
+    }
+    return 0;
 }
 
 static void on_end(ld_req *r) {
     ingest *in = r->state;
     if (in->failed) return;
+    /* A heap's fsync, rename and insert, and an admin key's app lookup, block: off the loop. */
+    if ((strcmp(in->want, "heap") == 0 || !in->app_id) && ld_req_off_loop(r, on_end)) return;
     if (ld_mp_finish(in->mp) != 0) {
         fail(r, 400, "bad_multipart", ld_mp_error(in->mp));
         return;
@@ -421,9 +464,10 @@ static void on_end(ld_req *r) {
         fail(r, 400, "bad_multipart", "the data part (heap or traces) is missing");
         return;
     }
-    char *meta_text = json_dumps(in->meta_json, JSON_COMPACT);
-    ld_report_in rin = {in->report_id, in->app_id, in->want, in->app_version, in->build, in->install_id, meta_text, NULL, 0};
-    if (!meta_text) {
+    if (resolve_app(r) != 0) return;
+    in->meta_text = json_dumps(in->meta_json, JSON_COMPACT);
+    ld_report_in rin = {in->report_id, in->app_id, in->want, in->app_version, in->build, in->install_id, in->meta_text, NULL, 0};
+    if (!in->meta_text) {
         ld_respond_error(r, 503, "unavailable", "out of memory");
         return;
     }
@@ -434,14 +478,13 @@ static void on_end(ld_req *r) {
         if (db) store_heap(r, db, &rin);
         ld_pool_put(r->srv->pool, db);
     }
-    free(meta_text);
 }
 
 static const ld_body_handler ingest_body = {on_chunk, on_end, cleanup};
 
 void ld_ingest_begin(ld_req *r) {
     ld_server *s = r->srv;
-    if (ld_req_auth(r) != 0) return;
+    if (ld_req_auth(r, ld_ingest_begin) != 0) return;
     if (r->who.kind == LD_KEY_READ) {
         ld_respond_error(r, 403, "forbidden", "a read key cannot upload reports; use the app's ingest key");
         return;

@@ -253,12 +253,13 @@ static int serve(ld_server *s) {
             purge_old(s);
         }
     }
-    ld_http_stop(s);
-    ld_report_writer_stop(s->writer); /* after the requests that use it are gone */
-    s->writer = NULL;
+    /* The workers give their reports back while the requests under way finish. */
+    double deadline = mono() + c->shutdown_timeout_s;
     for (int i = 0; i < c->workers; i++)
         if (workers[i].pid > 0) kill(workers[i].pid, SIGTERM);
-    double deadline = mono() + c->shutdown_timeout_s;
+    ld_http_stop(s, deadline);
+    ld_report_writer_stop(s->writer); /* after the requests that use it are gone */
+    s->writer = NULL;
     for (;;) {
         int alive = 0;
         for (int i = 0; i < c->workers; i++) {

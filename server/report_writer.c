@@ -23,7 +23,8 @@
  * (p99 over 100 ms). Waiting 2 ms lets the batch fill; below that load it costs 2 ms. */
 #define BATCH_LINGER_NS 2000000L
 
-/* A request waiting for its report to be stored; lives on the request thread's stack. */
+/* A report waiting to be stored: on the waiting thread's stack (ld_report_writer_store), or
+ * allocated, with a callback (ld_report_writer_submit). */
 typedef struct job {
     ld_traces_item *item;
     size_t bytes;
@@ -31,6 +32,8 @@ typedef struct job {
     ld_status st;
     int done;
     pthread_cond_t cv;
+    void (*done_fn)(void *arg, ld_status st); /* set: called when stored, then the job freed */
+    void *done_arg;
     struct job *next;
 } job;
 
@@ -138,8 +141,16 @@ static void *writer_main(void *arg) {
         }
         pthread_mutex_unlock(&w->mu);
         run_batch(t, n);
+        for (size_t i = 0; i < n; i++) {
+            job *j = t->batch[i];
+            if (!j->done_fn) continue;
+            j->done_fn(j->done_arg, j->st);
+            free(j);
+            t->batch[i] = NULL;
+        }
         pthread_mutex_lock(&w->mu);
         for (size_t i = 0; i < n; i++) {
+            if (!t->batch[i]) continue;
             t->batch[i]->done = 1;
             pthread_cond_signal(&t->batch[i]->cv);
         }
@@ -217,27 +228,46 @@ nomem:
     return NULL;
 }
 
+/* Queues j (locked); LD_ERR_UNAVAILABLE when stopping. */
+static ld_status enqueue(ld_report_writer *w, job *j) {
+    if (w->stopping) return LD_ERR_UNAVAILABLE;
+    j->bytes = strlen(j->item->result_json) + (j->item->in.meta_json ? strlen(j->item->in.meta_json) : 0);
+    clock_gettime(CLOCK_MONOTONIC, &j->queued_at);
+    if (w->tail) w->tail->next = j;
+    else w->head = j;
+    w->tail = j;
+    w->queued++;
+    /* A lingering writer sleeps to its deadline unless the batch is full: waking it for
+     * every report that joins cost two context switches per report. */
+    if (w->queued == 1 || w->queued >= w->max_batch) pthread_cond_signal(&w->work);
+    return LD_OK;
+}
+
 ld_status ld_report_writer_store(ld_report_writer *w, ld_traces_item *item) {
     if (!w || !item || !item->result_json) return LD_ERR_INVALID;
-    job j = {.item = item, .bytes = strlen(item->result_json) + (item->in.meta_json ? strlen(item->in.meta_json) : 0)};
+    job j = {.item = item};
     pthread_cond_init(&j.cv, NULL);
     pthread_mutex_lock(&w->mu);
-    if (w->stopping) {
-        j.st = LD_ERR_UNAVAILABLE;
-    } else {
-        clock_gettime(CLOCK_MONOTONIC, &j.queued_at);
-        if (w->tail) w->tail->next = &j;
-        else w->head = &j;
-        w->tail = &j;
-        w->queued++;
-        /* A lingering writer sleeps to its deadline unless the batch is full: waking it for
-         * every report that joins cost two context switches per report. */
-        if (w->queued == 1 || w->queued >= w->max_batch) pthread_cond_signal(&w->work);
-        while (!j.done) pthread_cond_wait(&j.cv, &w->mu);
-    }
+    j.st = enqueue(w, &j);
+    while (j.st == LD_OK && !j.done) pthread_cond_wait(&j.cv, &w->mu);
     pthread_mutex_unlock(&w->mu);
     pthread_cond_destroy(&j.cv);
     return j.st;
+}
+
+ld_status ld_report_writer_submit(ld_report_writer *w, ld_traces_item *item, void (*done)(void *arg, ld_status st),
+                                  void *arg) {
+    if (!w || !item || !item->result_json || !done) return LD_ERR_INVALID;
+    job *j = calloc(1, sizeof *j);
+    if (!j) return LD_ERR_NOMEM;
+    j->item = item;
+    j->done_fn = done;
+    j->done_arg = arg;
+    pthread_mutex_lock(&w->mu);
+    ld_status st = enqueue(w, j);
+    pthread_mutex_unlock(&w->mu);
+    if (st != LD_OK) free(j);
+    return st;
 }
 
 void ld_report_writer_stop(ld_report_writer *w) {

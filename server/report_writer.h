@@ -1,7 +1,7 @@
-/* report_writer.h — stores traces reports by group commit. Request threads hand their
- * validated report to a writer thread and wait; a writer lets the oldest waiting report wait
- * up to 2 ms for others, takes everything queued (up to a cap) and stores it with one
- * transaction and one commit (ld_reports_insert_traces), so PostgreSQL's per-transaction cost
+/* report_writer.h — stores traces reports by group commit. A request hands its validated
+ * report to a writer thread and waits (or is called back); a writer lets the oldest waiting
+ * report wait up to 2 ms for others, takes everything queued (up to a cap) and stores it with
+ * one transaction and one commit (ld_reports_insert_traces), so PostgreSQL's per-transaction cost
  * and each group's row update are paid once per batch, not once per report. */
 #ifndef LD_REPORT_WRITER_H
 #define LD_REPORT_WRITER_H
@@ -25,8 +25,15 @@ ld_report_writer *ld_report_writer_start(const char *db_url, int threads, size_t
  * is split so that one bad report does not fail the others). Thread-safe. */
 ld_status ld_report_writer_store(ld_report_writer *w, ld_traces_item *item);
 
-/* Stores what is queued, stops the thread and frees the writer. Callers of
- * ld_report_writer_store must be gone (the HTTP server stopped). NULL is a no-op. */
+/* The same without waiting, for an event loop: queues `item` (which must live until then)
+ * and returns LD_OK; `done(arg, st)` is called later from a writer thread with what
+ * ld_report_writer_store would have returned. Any other return: nothing was queued and
+ * `done` is never called (LD_ERR_UNAVAILABLE when the writer is stopping). */
+ld_status ld_report_writer_submit(ld_report_writer *w, ld_traces_item *item, void (*done)(void *arg, ld_status st),
+                                  void *arg);
+
+/* Stores what is queued (calling the `done` of what was submitted), stops the threads and
+ * frees the writer. Callers of ld_report_writer_store must be gone. NULL is a no-op. */
 void ld_report_writer_stop(ld_report_writer *w);
 
 /* Counters for /metrics: batches committed and reports in them. */

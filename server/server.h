@@ -14,6 +14,7 @@
 #include "metrics.h"
 #include "pool.h"
 #include "quota.h"
+#include "task_pool.h"
 
 
 typedef struct ld_server {
@@ -22,6 +23,7 @@ typedef struct ld_server {
     ld_auth *auth;
     ld_quota *quota;
     struct ld_report_writer *writer; /* stores traces reports by group commit */
+    ld_task_pool *tasks;             /* the blocking steps of requests (http.c) */
     ld_metrics metrics;
     char blob_dir[1100];
     char tmp_dir[1100];
@@ -54,6 +56,15 @@ struct ld_req {
     char id[24];                    /* request id, sent back as X-Request-Id */
     char error_code[32];            /* the error answered, for the log line */
     char error_msg[300];
+    /* http.c: off the event loop and back */
+    ld_task task;
+    void (*off_loop)(ld_req *r);    /* to run on a task thread (ld_req_off_loop) */
+    void (*then)(ld_req *r);        /* to run on the event thread once resumed (ld_req_suspend) */
+    int on_task;                    /* running on a task thread: blocking is allowed */
+    int suspended;
+    int suspended_at_end;           /* in the final call (else right after the headers) */
+    int key_checked;                /* waited for a key reload: 1, or 2 if it failed */
+    ld_req *next_waiting;           /* in the list of requests waiting for that reload */
 };
 
 /* Prepares the response (replacing one prepared before). The JSON body is stolen. */
@@ -67,8 +78,23 @@ void ld_respond_empty(ld_req *r, unsigned status);
  * Retry-After: `retry_s` prepared. Give it back with ld_pool_put (NULL is fine). */
 ld_db *ld_req_db(ld_req *r, int wait_ms, int retry_s);
 
-/* Authenticates the request; on failure prepares the 401/503 and returns -1. */
-int ld_req_auth(ld_req *r);
+/* libmicrohttpd's event threads must never wait: not on PostgreSQL, nor an fsync, nor a lock
+ * held across either. A handler step that would calls this first. On an event thread it
+ * arranges for fn(r) to run on a task thread, the connection suspended until fn returns, and
+ * returns 1: return at once. On a task thread it returns 0: go on. fn prepares the response
+ * (or, right after the headers, may set a body handler). */
+int ld_req_off_loop(ld_req *r, void (*fn)(ld_req *r));
+
+/* For work that another thread finishes (the report writer): suspends the connection; once
+ * that thread calls ld_req_resume, then(r) runs on an event thread and prepares the response.
+ * -1 (nothing suspended) when the server is shutting down: answer 503. Event threads only. */
+int ld_req_suspend(ld_req *r, void (*then)(ld_req *r));
+void ld_req_resume(ld_req *r);
+
+/* Authenticates the request: 0, or -1 with the 401/503 prepared. On an event thread a key not
+ * in the cache returns 1: the request is suspended until the next reload of the keys, then
+ * again(r) runs (and calls this again). */
+int ld_req_auth(ld_req *r, void (*again)(ld_req *r));
 
 /* A header value or NULL. */
 const char *ld_req_header(ld_req *r, const char *name);
@@ -79,7 +105,9 @@ void ld_api_dispatch(ld_req *r);
 
 /* Runs the HTTP API (and the metrics endpoint) until ld_http_stop. */
 int ld_http_start(ld_server *s, char *err, size_t cap);
-void ld_http_stop(ld_server *s);
+/* Stops accepting, lets requests under way finish until `deadline` (CLOCK_MONOTONIC seconds),
+ * then closes every connection. */
+void ld_http_stop(ld_server *s, double deadline);
 
 /* Prometheus text of the counters plus database gauges. */
 char *ld_metrics_render(ld_server *s);

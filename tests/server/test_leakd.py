@@ -1147,6 +1147,40 @@ class T07_WorkerLifecycle(ServerCase):
         self.assertEqual(m["leakd_workers_alive"], 2)
         self.assertGreaterEqual(m["leakd_worker_restarts_total"], 1)
 
+    def test_sigterm_lets_the_request_under_way_finish(self):
+        """SIGTERM in the middle of an upload's body: new connections are refused at once, the
+        upload under way is still stored and answered 202, then leakd exits 0."""
+        app = H.create_app(self.db, "app-" + uuid.uuid4().hex[:10])  # before it starts: its keys are cached
+        srv = H.Leakd(self.db, workers=1, shutdown_timeout=3)
+        self.addCleanup(srv.cleanup)
+        srv.start()
+        http_ = H.Client(srv.port, API)
+        doc = json.dumps(INPUTS.traces_json("listener_list")).encode()
+        self.assertEqual(http_.upload(app.ingest, H.make_meta(app.slug, mode="traces"), doc, "traces",
+                                      "application/json").status, 202)
+        meta = H.make_meta(app.slug, mode="traces")
+        body, ctype = H.multipart(meta, doc, "traces", "application/json")
+        s = socket.create_connection(("127.0.0.1", srv.port), timeout=10)
+        self.addCleanup(s.close)
+        s.sendall(("POST /v1/reports HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\nContent-Type: %s\r\n"
+                   "Content-Length: %d\r\n\r\n" % (app.ingest, ctype, len(body))).encode() + body[:len(body) // 2])
+        time.sleep(0.3)
+        srv.proc.send_signal(signal.SIGTERM)
+        H.wait_for(lambda: "shutting down" in srv.log(), 5, interval=0.02, what="leakd to take the SIGTERM")
+        time.sleep(0.2)
+        with self.assertRaises(OSError):
+            socket.create_connection(("127.0.0.1", srv.port), timeout=2).close()
+        s.sendall(body[len(body) // 2:])
+        data = b""
+        while b"\r\n\r\n" not in data:
+            chunk = s.recv(65536)
+            if not chunk:
+                break
+            data += chunk
+        self.assertTrue(data.startswith(b"HTTP/1.1 202"), data[:300])
+        self.assertEqual(srv.proc.wait(timeout=10), 0)
+        self.assertEqual(H.psql(self.db, "SELECT status FROM reports WHERE id = '%s'" % meta["report_id"]), [["done"]])
+
     def test_sigterm_during_analysis_gives_the_report_back(self):
         # a leakd of its own: this test stops it
         app = self.new_app()
