@@ -20,6 +20,7 @@ import re
 import shutil
 import signal
 import socket
+import ssl
 import subprocess
 import tempfile
 import time
@@ -547,9 +548,16 @@ class _Headers(dict):
 class Client:
     """HTTP to one leakd; every response is checked against openapi.yaml."""
 
-    def __init__(self, port, api):
+    def __init__(self, port, api, tls_ca=None):
         self.port = port
         self.api = api
+        # HTTPS, trusting only this certificate (the test's own, for IP 127.0.0.1)
+        self.tls = ssl.create_default_context(cafile=tls_ca) if tls_ca else None
+
+    def _connection(self, timeout):
+        if self.tls:
+            return http.client.HTTPSConnection("127.0.0.1", self.port, timeout=timeout, context=self.tls)
+        return http.client.HTTPConnection("127.0.0.1", self.port, timeout=timeout)
 
     def request(self, method, path, key=None, body=None, headers=None, timeout=60, check=True):
         h = {}
@@ -557,7 +565,7 @@ class Client:
             h["Authorization"] = "Bearer " + key
         if headers:
             h.update(headers)
-        conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=timeout)
+        conn = self._connection(timeout)
         try:
             if body is not None and hasattr(body, "read"):
                 conn.putrequest(method, path, skip_accept_encoding=True)

@@ -12,10 +12,12 @@ import hashlib
 import http.client
 import json
 import os
+import shutil
 import subprocess
 import signal
 import socket
 import sys
+import tempfile
 import threading
 import time
 import unittest
@@ -1215,6 +1217,45 @@ def _kill_quietly(pid):
         os.kill(pid, signal.SIGKILL)
     except ProcessLookupError:
         pass
+
+
+# =============================================================================================
+class T07b_Tls(ServerCase):
+    """LEAKD_TLS_CERT / LEAKD_TLS_KEY: the whole API over HTTPS, on the event threads — a traces
+    report (its connection suspended while its batch commits), a heap report streamed, fsynced
+    off the event loop and analyzed, reads; a client speaking plain HTTP gets no answer."""
+    workers = 1
+
+    @classmethod
+    def setUpClass(cls):
+        if not shutil.which("openssl"):
+            raise unittest.SkipTest("openssl is not installed: no certificate to serve HTTPS with")
+        cls.tls_dir = tempfile.mkdtemp(prefix="leakd-tls.")
+        cls.addClassCleanup(shutil.rmtree, cls.tls_dir, True)
+        cert, key = os.path.join(cls.tls_dir, "cert.pem"), os.path.join(cls.tls_dir, "key.pem")
+        subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", key, "-out", cert,
+                        "-days", "2", "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1"],
+                       check=True, capture_output=True)
+        cls.settings = {"tls_cert": cert, "tls_key": key}
+        super().setUpClass()
+        cls.http = H.Client(cls.server.port, API, tls_ca=cert)
+
+    def test_https_upload_analysis_and_reads(self):
+        self.assertEqual(self.http.get("/healthz").status, 200)
+        meta, r = self.upload_traces(self.app, INPUTS.traces_json("listener_list"))
+        self.assertEqual((r.status, r.json["status"]), (202, "done"), r)
+        d = self.http.get("/v1/apps/alpha/leaks/" + LISTENER_SIG, key=self.app.read)
+        self.assertEqual((d.status, d.json["occurrences"]), (200, 1))
+        heap = H.make_meta("alpha")
+        r = self.http.upload_file(self.app.ingest, heap, INPUTS.stripped("listener_list"))
+        self.assertEqual(r.status, 202, r)
+        st, attempts, err, _ = self.wait_report(heap["report_id"])
+        self.assertEqual(st, "done", err)
+        d = self.http.get("/v1/apps/alpha/leaks/" + LISTENER_SIG, key=self.app.read)
+        self.assertEqual(d.json["occurrences"], 2)
+        # plain HTTP on the TLS port: no HTTP answer
+        with self.assertRaises((http.client.HTTPException, OSError)):
+            H.Client(self.server.port, API).get("/healthz", timeout=5)
 
 
 # =============================================================================================
