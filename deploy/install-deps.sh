@@ -20,6 +20,8 @@ packages=(
   curl procps util-linux
   # leakd's integration tests (tests/server/test_leakd.py): stdlib + YAML + JSON Schema
   python3 python3-yaml python3-jsonschema
+  # and its HTTPS test makes a certificate
+  openssl
 )
 
 if [ "$(id -u)" -ne 0 ]; then
