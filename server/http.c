@@ -122,7 +122,11 @@ static void suspend_end(void) {
 }
 
 int ld_req_suspend(ld_req *r, void (*then)(ld_req *r)) {
-    if (suspend_begin() != 0) return -1;
+    if (suspend_begin() != 0) {
+        ld_respond_error(r, 503, "unavailable", "the server is shutting down; retry later");
+        ld_respond_retry_after(r, 5);
+        return -1;
+    }
     r->then = then;
     r->suspended = 1;
     MHD_suspend_connection(r->conn);
@@ -162,11 +166,7 @@ int ld_req_auth(ld_req *r, void (*again)(ld_req *r)) {
     if (res == LD_AUTH_WOULD_WAIT && r->key_checked) res = r->key_checked == 2 ? LD_AUTH_UNAVAILABLE : LD_AUTH_UNKNOWN;
     if (res == LD_AUTH_WOULD_WAIT) {
         /* Suspended, not holding a thread: a flood of unknown keys costs one reload a second. */
-        if (ld_req_suspend(r, again) != 0) {
-            ld_respond_error(r, 503, "unavailable", "the server is shutting down; retry later");
-            ld_respond_retry_after(r, 5);
-            return -1;
-        }
+        if (ld_req_suspend(r, again) != 0) return -1;
         pthread_mutex_lock(&keywait.mu);
         r->next_waiting = keywait.head;
         keywait.head = r;
@@ -276,8 +276,6 @@ static enum MHD_Result step_done(ld_req *r, int at_end) {
     if (r->off_loop) {
         if (ld_req_suspend(r, NULL) != 0) {
             r->off_loop = NULL;
-            ld_respond_error(r, 503, "unavailable", "the server is shutting down; retry later");
-            ld_respond_retry_after(r, 5);
         } else {
             r->suspended_at_end = at_end;
             r->task.fn = run_off_loop;

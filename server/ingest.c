@@ -416,11 +416,7 @@ static void store_traces(ld_req *r, ld_report_in *rin) {
         traces_answer(r);
         return;
     }
-    if (ld_req_suspend(r, traces_answer) != 0) {
-        ld_respond_error(r, 503, "unavailable", "the server is shutting down; retry later");
-        ld_respond_retry_after(r, 10);
-        return;
-    }
+    if (ld_req_suspend(r, traces_answer) != 0) return;
     st = ld_report_writer_submit(r->srv->writer, &in->item, traces_stored, r);
     if (st != LD_OK) {
         in->store_st = st;

@@ -87,7 +87,8 @@ int ld_req_off_loop(ld_req *r, void (*fn)(ld_req *r));
 
 /* For work that another thread finishes (the report writer): suspends the connection; once
  * that thread calls ld_req_resume, then(r) runs on an event thread and prepares the response.
- * -1 (nothing suspended) when the server is shutting down: answer 503. Event threads only. */
+ * -1, with a 503 prepared and nothing suspended, when the server is shutting down. Event
+ * threads only. */
 int ld_req_suspend(ld_req *r, void (*then)(ld_req *r));
 void ld_req_resume(ld_req *r);
 

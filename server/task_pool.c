@@ -25,7 +25,6 @@ static void *task_main(void *arg) {
         p->head = t->next;
         if (!p->head) p->tail = NULL;
         pthread_mutex_unlock(&p->mu);
-        t->next = NULL;
         t->fn(t);
         pthread_mutex_lock(&p->mu);
     }
