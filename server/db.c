@@ -314,10 +314,16 @@ static ld_status exec_result(ld_db *db, PGresult *res, PGresult **out)
 
 ld_status ld_db_exec(ld_db *db, PGresult **out, const char *sql, int n, const char *const *params)
 {
+    return ld_db_exec_params(db, out, sql, n, params, NULL, NULL);
+}
+
+ld_status ld_db_exec_params(ld_db *db, PGresult **out, const char *sql, int n, const char *const *params,
+                            const int *lengths, const int *formats)
+{
     if (out)
         *out = NULL;
     if (!db || !sql || n < 0 || (n > 0 && !params))
-        return db ? ld_db_fail(db, LD_ERR_INTERNAL, "ld_db_exec: bad arguments") : LD_ERR_INTERNAL;
+        return db ? ld_db_fail(db, LD_ERR_INTERNAL, "ld_db_exec_params: bad arguments") : LD_ERR_INTERNAL;
     if (!db->conn)
         return ld_db_fail(db, LD_ERR_UNAVAILABLE, "not connected");
     if (db->n_stmts && PQtransactionStatus(db->conn) == PQTRANS_IDLE &&
@@ -326,7 +332,7 @@ ld_status ld_db_exec(ld_db *db, PGresult **out, const char *sql, int n, const ch
         forget_statements(db);
     }
     if (n == 0)
-        return exec_result(db, PQexecParams(db->conn, sql, n, NULL, params, NULL, NULL, 0), out);
+        return exec_result(db, PQexecParams(db->conn, sql, n, NULL, params, lengths, formats, 0), out);
     size_t i;
     char name[32];
     for (i = 0; i < db->n_stmts; i++)
@@ -348,9 +354,9 @@ ld_status ld_db_exec(ld_db *db, PGresult **out, const char *sql, int n, const ch
         db->stmts[db->n_stmts++] = copy;
     }
     if (i == db->n_stmts) /* the cache is full: parse and plan this one each time */
-        return exec_result(db, PQexecParams(db->conn, sql, n, NULL, params, NULL, NULL, 0), out);
+        return exec_result(db, PQexecParams(db->conn, sql, n, NULL, params, lengths, formats, 0), out);
     snprintf(name, sizeof name, "ld%zu", i);
-    return exec_result(db, PQexecPrepared(db->conn, name, n, params, NULL, NULL, 0), out);
+    return exec_result(db, PQexecPrepared(db->conn, name, n, params, lengths, formats, 0), out);
 }
 
 ld_status ld_db_exec_script(ld_db *db, const char *sql)

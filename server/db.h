@@ -45,6 +45,11 @@ const char *ld_db_error(const ld_db *db);
  * LD_ERR_INTERNAL. */
 ld_status ld_db_exec(ld_db *db, PGresult **out, const char *sql, int n, const char *const *params);
 
+/* ld_db_exec with libpq's `lengths` and `formats` per parameter (formats[i] = 1: params[i] is
+ * lengths[i] bytes in the type's binary format; 0 or formats NULL: text). */
+ld_status ld_db_exec_params(ld_db *db, PGresult **out, const char *sql, int n, const char *const *params,
+                            const int *lengths, const int *formats);
+
 /* 1 when a transaction that failed with `st` is worth one more try on the same connection:
  * a serialization failure or deadlock leaves the connection up, a lost connection does not. */
 int ld_db_retryable(ld_db *db, ld_status st);

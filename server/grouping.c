@@ -38,18 +38,23 @@ static ld_status leak_signature(const lw_leak *l, char out[41]) {
     return LD_OK;
 }
 
-/* The stored reports to group: (app_id, report_id, app_version, build, install_id, ord, leak,
- * lord) per leak of each report not grouped before. LATERAL: one primary-key lookup per report,
- * whatever a plan cached while the table was small would prefer (a hash join over a scan of
- * every report). */
+/* The stored reports to group: (app_id, report_id, app_version, build, install_id, ord, lord,
+ * leak) per leak of each report not grouped before, its fields read from the stored result.
+ * LATERAL: one primary-key lookup per report, whatever a plan cached while the table was
+ * small would prefer (a hash join over a scan of every report). */
 static const char group_stored_sql[] =
     "WITH src AS ("
-    "  SELECT r.app_id, r.id AS report_id, r.app_version, r.build, r.install_id, o.ord, l.leak, l.lord"
+    "  SELECT r.app_id, r.id AS report_id, r.app_version, r.build, r.install_id, o.ord, l.lord,"
+    "    jsonb_build_object('signature', l.leak->>'signature', 'kind', l.leak->>'kind',"
+    "      'short_description', l.leak->>'short_description', 'library_pattern', l.leak->>'library_pattern',"
+    "      'class', l.leak->'traces'->0->'elements'->-1->>'class', 'count', (l.leak->>'count')::numeric,"
+    "      'report', r.id, 'index', l.lord - 1) AS leak"
     "  FROM unnest($1::bigint[], $2::uuid[]) WITH ORDINALITY AS o(app_id, id, ord)"
     "  CROSS JOIN LATERAL (SELECT * FROM reports x WHERE x.app_id = o.app_id AND x.id = o.id"
     "    AND NOT EXISTS (SELECT 1 FROM occurrences c WHERE c.report_id = x.id)) r"
-    "  CROSS JOIN LATERAL jsonb_array_elements(r.result->'leaks') WITH ORDINALITY AS l(leak, lord)),"
-    LD_GROUPING_CTES
+    "  CROSS JOIN LATERAL json_array_elements(r.result->'leaks') WITH ORDINALITY AS l(leak, lord)),"
+    LD_GROUPING_CTES("json_extract_path((SELECT r.result FROM reports r WHERE r.id = (p.leak->>'report')::uuid),"
+                     " 'leaks', p.leak->>'index', 'traces', '0')")
     " SELECT count(*) FROM grp";
 
 /* Appends `s` to the array literal in `b` (PostgreSQL's text form, every element quoted). */

@@ -12,15 +12,22 @@
 
 /* The grouping of one statement, as CTEs that follow a CTE `src` giving, per leak of each
  * report to group: app_id, report_id, app_version, build, install_id, ord (the report's place
- * in the batch: on an equal build the later is the newer), leak (its trace JSON object, with
- * the server's own signature and suspect flags: ld_trace_validate, or the analyzer) and lord
- * (the leak's place in its report). Set-based: the devices new to each signature are inserted
- * first (keyed by app and signature, so the group need not exist yet), then each group the
- * batch touches is upserted once with the batch's sums and its new devices (the first
- * report's first trace is a new group's representative), and the occurrences are inserted.
- * Devices, then groups, are locked in (app, signature[, install_id]) order, so concurrent
- * statements cannot deadlock, and a device two of them insert at once is new to only one. */
-#define LD_GROUPING_CTES \
+ * in the batch: on an equal build the later is the newer), lord (the leak's place in its
+ * report) and leak, a jsonb object with the leak's signature (the server's own:
+ * ld_trace_validate, or the analyzer), kind, short_description, library_pattern, class (of its
+ * first trace's last element), count, and what REP needs. REP is an SQL expression giving the
+ * representative trace (json) of a new group from `p.leak`, the leak of the first report in
+ * the batch with that signature: it is evaluated only for a group that did not exist when the
+ * statement began (cutting a trace out of a ~10 KB document costs about as much as the rest
+ * of the report); for the others, the JSON null in its place goes to an insert that turns
+ * into the update (leakd never deletes a group; deleting its app by hand would, and fails
+ * this insert on the app's key). Set-based: the devices new to each signature are
+ * inserted first (keyed by app and signature, so the group need not exist yet), then each
+ * group the batch touches is upserted once with the batch's sums and its new devices, and the
+ * occurrences are inserted. Devices, then groups, are locked in (app, signature[, install_id])
+ * order, so concurrent statements cannot deadlock, and a device two of them insert at once is
+ * new to only one. */
+#define LD_GROUPING_CTES(REP) \
     /* each (report, signature) once, by its first listing */ \
     " occ_src AS (" \
     "  SELECT DISTINCT ON (report_id, leak->>'signature') app_id, report_id, app_version, build, install_id, ord," \
@@ -46,10 +53,12 @@
     "    representative, occurrences, leaked_objects, devices, first_seen, last_seen, first_version, last_version," \
     "    first_build, last_build)" \
     "  SELECT p.app_id, p.sig, leak->>'kind'," \
-    "    COALESCE(NULLIF(leak->>'short_description', ''), leak->>'library_pattern'," \
-    "             leak->'traces'->0->'elements'->-1->>'class', '')," \
-    "    COALESCE(leak->'traces'->0->'elements'->-1->>'class', '')," \
-    "    leak->>'library_pattern', leak->'traces'->0, p.n, objects, COALESCE(d.n, 0), now(), now()," \
+    "    COALESCE(NULLIF(leak->>'short_description', ''), leak->>'library_pattern', leak->>'class', '')," \
+    "    COALESCE(leak->>'class', ''), leak->>'library_pattern'," \
+        /* a scalar subquery: PostgreSQL runs NOT EXISTS as one hash of every group of the table */ \
+    "    CASE WHEN (SELECT x.id FROM leak_groups x WHERE x.app_id = p.app_id AND x.signature = p.sig) IS NULL" \
+    "      THEN " REP " ELSE 'null'::json END," \
+    "    p.n, objects, COALESCE(d.n, 0), now(), now()," \
     "    first_version, last_version, min_build, max_build" \
     "  FROM per_group p LEFT JOIN new_dev d ON d.app_id = p.app_id AND d.sig = p.sig ORDER BY p.app_id, p.sig" \
     "  ON CONFLICT (app_id, signature) DO UPDATE SET" \

@@ -117,65 +117,108 @@ static void buf_json_string(text_buf *b, const char *s) {
     buf_add(b, "\"", 1);
 }
 
-/* The batch as one JSON array for the insert statement (parsed once by PostgreSQL), and
- * the ids as an array literal. */
-static ld_status batch_doc(const ld_traces_item *items, size_t n, text_buf *doc, text_buf *ids) {
-    char num[64];
+static void buf_be32(text_buf *b, uint32_t v) {
+    char x[4] = {(char)(v >> 24), (char)(v >> 16), (char)(v >> 8), (char)v};
+    buf_add(b, x, 4);
+}
+
+/* PostgreSQL's OID of type json: the element type of the results' array. */
+#define JSON_OID 114u
+
+/* The batch for the insert statement, in three parameters:
+ * - doc, a JSON array with each report's row fields and, per leak, the few fields grouping
+ *   needs, its place in the batch (ord) and in its report (index). PostgreSQL builds it as a
+ *   `jsonb`, so it is kept small: no trace in it.
+ * - results, the reports' trace JSON as a `json[]` in PostgreSQL's binary array format
+ *   (array_send): each document is stored as it is, and PostgreSQL only checks it.
+ * - ids, the ids as an array literal. */
+static ld_status batch_doc(const ld_traces_item *items, size_t n, text_buf *doc, text_buf *results, text_buf *ids) {
+    char num[160];
     buf_str(doc, "[");
     buf_str(ids, "{");
+    buf_be32(results, 1);        /* dimensions */
+    buf_be32(results, 0);        /* no NULLs */
+    buf_be32(results, JSON_OID); /* element type */
+    buf_be32(results, (uint32_t)n);
+    buf_be32(results, 1);        /* lower bound */
     for (size_t i = 0; i < n; i++) {
         const ld_report_in *in = &items[i].in;
-        if (!ld_uuid_valid(in->report_id) || !in->meta_json || !items[i].result_json || in->blob_path ||
-            !in->mode || strcmp(in->mode, "traces") != 0)
+        const lw_leak_report *rep = items[i].rep;
+        size_t rlen = items[i].result_json ? strlen(items[i].result_json) : 0;
+        if (!ld_uuid_valid(in->report_id) || !in->meta_json || !rlen || !rep || in->blob_path || !in->mode ||
+            strcmp(in->mode, "traces") != 0 || rlen > INT32_MAX)
             return LD_ERR_INVALID;
         buf_str(doc, i ? ",{\"id\":\"" : "{\"id\":\"");
         buf_str(doc, in->report_id);
-        snprintf(num, sizeof num, "\",\"app\":%" PRId64 ",\"build\":%" PRId64 ",\"leaks\":%zu,\"version\":", in->app_id,
-                 in->build, items[i].leaks_found);
+        snprintf(num, sizeof num, "\",\"app\":%" PRId64 ",\"build\":%" PRId64 ",\"leak_count\":%zu,\"version\":",
+                 in->app_id, in->build, items[i].leaks_found);
         buf_str(doc, num);
         buf_json_string(doc, in->app_version ? in->app_version : "");
         buf_str(doc, ",\"install\":");
         buf_json_string(doc, in->install_id ? in->install_id : "");
         buf_str(doc, ",\"meta\":");
         buf_str(doc, in->meta_json);
-        buf_str(doc, ",\"result\":");
-        buf_str(doc, items[i].result_json);
-        buf_str(doc, "}");
+        buf_str(doc, ",\"leaks\":[");
+        for (size_t j = 0; j < rep->leak_count; j++) {
+            const lw_leak *l = &rep->leaks[j];
+            const lw_trace *t = l->trace_count ? &l->traces[0] : NULL;
+            const char *cls = t && t->element_count ? t->elements[t->element_count - 1].class_name : NULL;
+            buf_str(doc, j ? ",{\"signature\":\"" : "{\"signature\":\"");
+            buf_str(doc, l->signature); /* hex */
+            buf_str(doc, l->library ? "\",\"kind\":\"library\",\"short_description\":"
+                                    : "\",\"kind\":\"application\",\"short_description\":");
+            if (l->short_description) buf_json_string(doc, l->short_description);
+            else buf_str(doc, "null");
+            buf_str(doc, ",\"library_pattern\":");
+            if (l->library_pattern) buf_json_string(doc, l->library_pattern);
+            else buf_str(doc, "null");
+            buf_str(doc, ",\"class\":");
+            if (cls) buf_json_string(doc, cls);
+            else buf_str(doc, "null");
+            snprintf(num, sizeof num, ",\"count\":%" PRIu64 ",\"ord\":%zu,\"index\":%zu}", l->count, i + 1, j);
+            buf_str(doc, num);
+        }
+        buf_str(doc, "]}");
+        buf_be32(results, (uint32_t)rlen);
+        buf_add(results, items[i].result_json, rlen);
         buf_str(ids, i ? "," : "");
         buf_str(ids, in->report_id);
     }
     buf_str(doc, "]");
     buf_str(ids, "}");
-    return doc->failed || ids->failed ? LD_ERR_NOMEM : LD_OK;
+    return doc->failed || results->failed || ids->failed || results->len > INT32_MAX ? LD_ERR_NOMEM : LD_OK;
 }
 
 /* The batch's reports inserted and the new ones grouped, in one statement: the grouping reads
- * each leak from the batch document, not back from the table. Returns the new reports as
+ * each leak from the batch document, not back from the table, and a new group's
+ * representative from its report's result in the batch. Returns the new reports as
  * "id|received_at". */
 static const char insert_traces_sql[] =
     "WITH batch AS ("
-    "  SELECT (x->>'id')::uuid AS id, (x->>'app')::bigint AS app_id, x, ord"
-    "  FROM jsonb_array_elements($1::jsonb) WITH ORDINALITY AS b(x, ord)),"
+    "  SELECT (x->>'id')::uuid AS id, (x->>'app')::bigint AS app_id, x, result, ord"
+    "  FROM ROWS FROM (jsonb_array_elements($1::jsonb), unnest($2::json[])) WITH ORDINALITY AS b(x, result, ord)),"
     " ins AS ("
     "  INSERT INTO reports (id, app_id, mode, status, app_version, build, install_id, meta, result,"
     "    leaks_found, analyzed_at)"
     "  SELECT id, app_id, 'traces', 'done', x->>'version', (x->>'build')::bigint, x->>'install', x->'meta',"
-    "    x->'result', (x->>'leaks')::int, now()"
+    "    result, (x->>'leak_count')::int, now()"
     "  FROM batch ORDER BY ord"
     "  ON CONFLICT DO NOTHING RETURNING id, received_at),"
     /* a report_id twice in the batch is inserted once, by its first listing */
     " src AS ("
     "  SELECT b.app_id, b.id AS report_id, b.x->>'version' AS app_version, (b.x->>'build')::bigint AS build,"
     "    b.x->>'install' AS install_id, b.ord, l.leak, l.lord"
-    "  FROM (SELECT DISTINCT ON (id) * FROM batch ORDER BY id, ord) b JOIN ins ON ins.id = b.id"
-    "  CROSS JOIN LATERAL jsonb_array_elements(b.x->'result'->'leaks') WITH ORDINALITY AS l(leak, lord)),"
-    LD_GROUPING_CTES
+    "  FROM (SELECT DISTINCT ON (id) id, app_id, x, ord FROM batch ORDER BY id, ord) b JOIN ins ON ins.id = b.id"
+    "  CROSS JOIN LATERAL jsonb_array_elements(b.x->'leaks') WITH ORDINALITY AS l(leak, lord)),"
+    LD_GROUPING_CTES("json_extract_path((SELECT r.result FROM batch r WHERE r.ord = (p.leak->>'ord')::bigint),"
+                     " 'leaks', p.leak->>'index', 'traces', '0')")
     " SELECT coalesce(array_agg(id::text || '|' ||"
     "   to_char(received_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"')), '{}') FROM ins";
 
 /* One attempt of ld_reports_insert_traces. The statement is its own transaction (one round
  * trip, where BEGIN and COMMIT were two more): it stores and groups all or nothing. */
-static ld_status insert_traces_once(ld_db *db, ld_traces_item *items, size_t n, const char *doc, const char *ids) {
+static ld_status insert_traces_once(ld_db *db, ld_traces_item *items, size_t n, const text_buf *doc,
+                                    const text_buf *results, const text_buf *ids) {
     PGresult *res = NULL;
     ld_status st;
 
@@ -184,8 +227,9 @@ static ld_status insert_traces_once(ld_db *db, ld_traces_item *items, size_t n, 
         items[i].created = 0;
         items[i].received_at[0] = '\0';
     }
-    const char *p[] = {doc};
-    if ((st = ld_db_exec(db, &res, insert_traces_sql, 1, p)) != LD_OK) goto out;
+    const char *p[] = {doc->p, results->p};
+    const int lengths[] = {0, (int)results->len}, formats[] = {0, 1};
+    if ((st = ld_db_exec_params(db, &res, insert_traces_sql, 2, p, lengths, formats)) != LD_OK) goto out;
     if (PQntuples(res) != 1) {
         st = ld_db_fail(db, LD_ERR_INTERNAL, "storing traces returned %d rows", PQntuples(res));
         goto out;
@@ -213,7 +257,7 @@ static ld_status insert_traces_once(ld_db *db, ld_traces_item *items, size_t n, 
     res = NULL;
     if (created < n) {
         /* Stored before (or by a transaction that committed meanwhile): whose is it? */
-        const char *q[] = {ids};
+        const char *q[] = {ids->p};
         st = ld_db_exec(db, &res, "SELECT id::text, app_id FROM reports WHERE id = ANY($1::uuid[])", 1, q);
         for (size_t i = 0; i < n; i++) {
             if (items[i].created) continue;
@@ -233,11 +277,12 @@ out:
 ld_status ld_reports_insert_traces(ld_db *db, ld_traces_item *items, size_t n) {
     if (!db || (n && !items)) return LD_ERR_INVALID;
     if (n == 0) return LD_OK;
-    text_buf doc = {0}, ids = {0};
-    ld_status st = batch_doc(items, n, &doc, &ids);
-    if (st == LD_OK) st = insert_traces_once(db, items, n, doc.p, ids.p);
-    if (ld_db_retryable(db, st)) st = insert_traces_once(db, items, n, doc.p, ids.p);
+    text_buf doc = {0}, results = {0}, ids = {0};
+    ld_status st = batch_doc(items, n, &doc, &results, &ids);
+    if (st == LD_OK) st = insert_traces_once(db, items, n, &doc, &results, &ids);
+    if (ld_db_retryable(db, st)) st = insert_traces_once(db, items, n, &doc, &results, &ids);
     free(doc.p);
+    free(results.p);
     free(ids.p);
     return st;
 }
@@ -245,7 +290,7 @@ ld_status ld_reports_insert_traces(ld_db *db, ld_traces_item *items, size_t n) {
 ld_status ld_report_insert_traces(ld_db *db, const ld_report_in *in, const lw_leak_report *rep, int *created) {
     if (!db || !in || !rep || !created) return LD_ERR_INVALID;
     *created = 0;
-    ld_traces_item it = {.in = *in, .leaks_found = rep->leak_count};
+    ld_traces_item it = {.in = *in, .rep = rep, .leaks_found = rep->leak_count};
     char *json = lw_leak_report_to_json(rep, 0);
     if (!json) return LD_ERR_NOMEM;
     it.result_json = json;
@@ -297,7 +342,7 @@ ld_status ld_report_get(ld_db *db, int64_t app_id, const char *report_id, json_t
                     "  'leaks', CASE WHEN r.status = 'done' THEN COALESCE(("
                     "    SELECT json_agg(json_build_object('signature', l->'signature', 'kind', l->'kind',"
                     "      'short_description', l->'short_description', 'count', l->'count') ORDER BY n)"
-                    "    FROM jsonb_array_elements(r.result->'leaks') WITH ORDINALITY AS x(l, n)), '[]'::json)"
+                    "    FROM json_array_elements(r.result->'leaks') WITH ORDINALITY AS x(l, n)), '[]'::json)"
                     "    ELSE '[]'::json END)"
                     " FROM reports r JOIN apps a ON a.id = r.app_id"
                     " WHERE r.app_id = $1 AND r.id = $2::uuid",

@@ -35,7 +35,8 @@ ld_status ld_report_insert_queued(ld_db *db, const ld_report_in *in, int *create
 /* A traces report for ld_reports_insert_traces, and what became of it. */
 typedef struct ld_traces_item {
     ld_report_in in;          /* mode "traces", no blob */
-    const char *result_json;  /* the report, after ld_trace_validate, as trace JSON */
+    const lw_leak_report *rep; /* the report, after ld_trace_validate (its leaks' signatures, ...) */
+    const char *result_json;  /* the same, as trace JSON */
     size_t leaks_found;
     /* Set when ld_reports_insert_traces returns LD_OK: */
     ld_status st;             /* LD_OK (stored now, or before by the same app), LD_ERR_CONFLICT (the

@@ -347,8 +347,9 @@ static void link_migration(const char *dir, const char *name)
 }
 
 /* 0004 re-keys a group's devices by (app, signature): the devices a server counted before it
- * are still there after it, and still not new. */
-static void test_migrate_keeps_devices(void **state)
+ * are still there after it, and still not new. 0005 stores the documents as json: the same
+ * documents, still compressed with lz4 and without statistics. */
+static void test_migrations_keep_data(void **state)
 {
     ld_db *db = *state;
     char err[512];
@@ -388,6 +389,23 @@ static void test_migrate_keeps_devices(void **state)
                  "  ON CONFLICT DO NOTHING RETURNING install_id) SELECT string_agg(install_id, ',') FROM d",
                  "dev-4");
     assert_query(db, "SELECT string_agg(devices::text, ',' ORDER BY id) FROM leak_groups", "2,2");
+
+    assert_int_equal(ld_db_exec_script(db, "INSERT INTO reports (id, app_id, mode, status, meta, result) VALUES"
+                                           " ('11111111-1111-1111-1111-111111111111', 1, 'traces', 'done', '{}',"
+                                           "  '{\"leaks\": [{\"signature\": \"x\", \"count\": 2}]}')"),
+                     LD_OK);
+    link_migration(dir, "0005_json_documents.sql");
+    assert_int_equal(ld_migrate(db, dir, &applied, &version, err, sizeof err), LD_OK);
+    assert_int_equal(applied, 1);
+    assert_int_equal(version, 5);
+    assert_query(db, "SELECT pg_typeof(result)::text || ' ' || (result->'leaks'->0->>'count') FROM reports", "json 2");
+    assert_query(db, "SELECT string_agg(representative::text, ',') FROM leak_groups", "{},{}");
+    assert_query(db,
+                 "SELECT string_agg(attname || ' ' || format_type(atttypid, atttypmod) || ' ' || attcompression::text || ' '"
+                 "  || attstattarget, ',' ORDER BY attname) FROM pg_attribute"
+                 " WHERE attrelid IN ('reports'::regclass, 'leak_groups'::regclass)"
+                 "  AND attname IN ('result', 'representative')",
+                 "representative json l 0,result json l 0");
     remove_dir(dir);
     free(dir);
 }
@@ -837,7 +855,7 @@ int main(void)
         cmocka_unit_test(test_connect_fail),
         cmocka_unit_test_setup_teardown(test_migrate_once, setup_db, teardown_db),
         cmocka_unit_test_setup_teardown(test_migrate_files, setup_db, teardown_db),
-        cmocka_unit_test_setup_teardown(test_migrate_keeps_devices, setup_db, teardown_db),
+        cmocka_unit_test_setup_teardown(test_migrations_keep_data, setup_db, teardown_db),
         cmocka_unit_test_setup_teardown(test_migrate_concurrent, setup_db, teardown_db),
         cmocka_unit_test_setup_teardown(test_apps, setup_db, teardown_db),
         cmocka_unit_test_setup_teardown(test_keys, setup_db, teardown_db),

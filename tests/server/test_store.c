@@ -369,7 +369,7 @@ static void test_traces_report_groups(void **state) {
     const char *p[] = {SIG_GCROOT};
     PGresult *res = q(c,
                       "SELECT leaking_class, short_description, library_pattern IS NULL, grouping_version,"
-                      " representative->>'gc_root', jsonb_array_length(representative->'elements'),"
+                      " representative->>'gc_root', json_array_length(representative->'elements'),"
                       " (representative->'elements'->0->'reference'->>'suspect'), representative->'elements'->1->>'key'"
                       " FROM leak_groups WHERE signature = $1",
                       1, p);
@@ -489,7 +489,7 @@ static void test_batch_repeats_and_conflicts(void **state) {
         uuid_n(ids[i], nums[i]);
         items[i] = (ld_traces_item){.in = {.report_id = ids[i], .app_id = app, .mode = "traces", .app_version = "1.0",
                                            .build = 2, .install_id = i == 2 ? "d2" : "d1", .meta_json = "{}"},
-                                    .result_json = result, .leaks_found = 1};
+                                    .rep = rep, .result_json = result, .leaks_found = 1};
     }
     assert_int_equal(ld_reports_insert_traces(c->db, items, 5), LD_OK);
     const int created[5] = {1, 0, 0, 0, 1};
@@ -899,7 +899,7 @@ static void test_complete_once(void **state) {
     char v[128];
     report_field(c, job.report_id,
                  "status || ' ' || leaks_found || ' ' || (analyzed_at IS NOT NULL) || ' ' || (lease_owner IS NULL)"
-                 " || ' ' || jsonb_array_length(result->'leaks')",
+                 " || ' ' || json_array_length(result->'leaks')",
                  v, sizeof v);
     assert_string_equal(v, "done 2 true true 2");
     ld_job_clear(&job);
