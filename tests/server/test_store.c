@@ -383,9 +383,15 @@ static void test_traces_report_groups(void **state) {
     assert_string_equal(PQgetvalue(res, 0, 7), "11111111-1111-1111-1111-111111111111");
     PQclear(res);
     const char *p2[] = {lib_sig};
-    res = q(c, "SELECT leaking_class, library_pattern FROM leak_groups WHERE signature = $1", 1, p2);
+    /* the second leak of its report: its own trace is the representative */
+    res = q(c,
+            "SELECT leaking_class, library_pattern, representative->>'gc_root',"
+            " representative->'elements'->0->>'class' FROM leak_groups WHERE signature = $1",
+            1, p2);
     assert_string_equal(PQgetvalue(res, 0, 0), "com.example.MainActivity");
     assert_string_equal(PQgetvalue(res, 0, 1), LIB_PATTERN);
+    assert_string_equal(PQgetvalue(res, 0, 2), "JNI_GLOBAL");
+    assert_string_equal(PQgetvalue(res, 0, 3), "android.app.Activity$1");
     PQclear(res);
 
     /* the stored result carries the recomputed signatures */
