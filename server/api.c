@@ -471,13 +471,25 @@ char *ld_metrics_render(ld_server *s) {
     fprintf(f, "leakd_upload_bytes_total %llu\n", (unsigned long long)atomic_load(&m->upload_bytes));
     fprintf(f, "# HELP leakd_unavailable_total Requests answered 503.\n# TYPE leakd_unavailable_total counter\n");
     fprintf(f, "leakd_unavailable_total %llu\n", (unsigned long long)atomic_load(&m->unavailable));
-    unsigned long long batches, batched;
-    ld_report_writer_stats(s->writer, &batches, &batched);
+    ld_report_writer_counters wc;
+    ld_report_writer_stats(s->writer, &wc);
     fprintf(f, "# HELP leakd_traces_batches_total Transactions that stored traces reports (group commit).\n"
-               "# TYPE leakd_traces_batches_total counter\nleakd_traces_batches_total %llu\n", batches);
+               "# TYPE leakd_traces_batches_total counter\nleakd_traces_batches_total %llu\n", wc.batches);
     fprintf(f, "# HELP leakd_traces_batched_reports_total Traces reports in those transactions (divided by the"
                " batches: the mean batch size).\n# TYPE leakd_traces_batched_reports_total counter\n"
-               "leakd_traces_batched_reports_total %llu\n", batched);
+               "leakd_traces_batched_reports_total %llu\n", wc.reports);
+    fprintf(f, "# HELP leakd_traces_batch_duration_seconds Time of each traces batch's statement and commit"
+               " (every request in the batch waited for it).\n# TYPE leakd_traces_batch_duration_seconds histogram\n");
+    unsigned long long cum = 0;
+    for (size_t i = 0; i < LD_BATCH_BUCKETS; i++) {
+        cum += wc.bucket[i];
+        if (i < LD_BATCH_BUCKETS - 1)
+            fprintf(f, "leakd_traces_batch_duration_seconds_bucket{le=\"%g\"} %llu\n", ld_batch_bucket_le[i], cum);
+        else
+            fprintf(f, "leakd_traces_batch_duration_seconds_bucket{le=\"+Inf\"} %llu\n", cum);
+    }
+    fprintf(f, "leakd_traces_batch_duration_seconds_sum %.6f\nleakd_traces_batch_duration_seconds_count %llu\n",
+            wc.seconds_sum, cum);
     fprintf(f, "# HELP leakd_workers_alive Analysis worker processes running.\n# TYPE leakd_workers_alive gauge\n");
     fprintf(f, "leakd_workers_alive %d\n", atomic_load(&m->workers_alive));
     ld_db *db = ld_pool_get(s->pool, 1000);

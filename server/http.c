@@ -363,10 +363,12 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **req_cls,
         ld_warn("req=%s %s %s %u %.1fms in=%llu %s: connection ended before the answer was sent (code %d)", r->id, r->method,
                 r->url, r->status, ms, (unsigned long long)r->body_bytes, who, (int)toe);
     else if (r->error_code[0])
-        ld_log(r->status >= 500 ? LD_WARN : LD_INFO, "req=%s %s %s %u %.1fms in=%llu %s %s: %s", r->id, r->method, r->url,
-               r->status, ms, (unsigned long long)r->body_bytes, who, r->error_code, r->error_msg);
+        ld_log(r->status >= 500 ? LD_WARN : LD_INFO, "req=%s %s %s %u %.1fms in=%llu %s%s%s %s: %s", r->id, r->method,
+               r->url, r->status, ms, (unsigned long long)r->body_bytes, who, r->note[0] ? " " : "", r->note,
+               r->error_code, r->error_msg);
     else
-        ld_info("req=%s %s %s %u %.1fms in=%llu %s", r->id, r->method, r->url, r->status, ms, (unsigned long long)r->body_bytes, who);
+        ld_info("req=%s %s %s %u %.1fms in=%llu %s%s%s", r->id, r->method, r->url, r->status, ms,
+                (unsigned long long)r->body_bytes, who, r->note[0] ? " " : "", r->note);
     if (r->body && r->body->cleanup) r->body->cleanup(r);
     if (r->resp) MHD_destroy_response(r->resp);
     free(r);

@@ -380,11 +380,18 @@ static void traces_answer(ld_req *r) {
     }
 }
 
+/* "batch_wait=..ms batch=..ms" on the request's log line: a slow answer tells whether it
+ * waited for a writer or for its batch's commit (a slow disk). */
+static void note_batch(ld_req *r, const ld_writer_timing *t) {
+    snprintf(r->note, sizeof r->note, "batch_wait=%.1fms batch=%.1fms", t->waited_s * 1e3, t->stored_s * 1e3);
+}
+
 /* Called by a report writer thread. */
-static void traces_stored(void *arg, ld_status st) {
+static void traces_stored(void *arg, ld_status st, const ld_writer_timing *t) {
     ld_req *r = arg;
     ingest *in = r->state;
     in->store_st = st;
+    note_batch(r, t);
     ld_req_resume(r);
 }
 
@@ -412,7 +419,9 @@ static void store_traces(ld_req *r, ld_report_in *rin) {
     }
     in->item = (ld_traces_item){.in = *rin, .rep = in->rep, .result_json = in->result_json, .leaks_found = in->rep->leak_count};
     if (r->on_task) {
-        in->store_st = ld_report_writer_store(r->srv->writer, &in->item);
+        ld_writer_timing t = {0};
+        in->store_st = ld_report_writer_store(r->srv->writer, &in->item, &t);
+        note_batch(r, &t);
         traces_answer(r);
         return;
     }

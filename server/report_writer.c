@@ -30,9 +30,10 @@ typedef struct job {
     size_t bytes;
     struct timespec queued_at; /* CLOCK_MONOTONIC */
     ld_status st;
+    ld_writer_timing timing;
     int done;
     pthread_cond_t cv;
-    void (*done_fn)(void *arg, ld_status st); /* set: called when stored, then the job freed */
+    void (*done_fn)(void *arg, ld_status st, const ld_writer_timing *t); /* set: called when stored, then the job freed */
     void *done_arg;
     struct job *next;
 } job;
@@ -59,7 +60,15 @@ struct ld_report_writer {
     int nthreads;
     writer_thread *threads;
     atomic_ullong batches, reports;
+    atomic_ullong bucket[LD_BATCH_BUCKETS];
+    atomic_ullong batch_us_sum;
 };
+
+const double ld_batch_bucket_le[LD_BATCH_BUCKETS - 1] = {0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0};
+
+static double elapsed(const struct timespec *from, const struct timespec *to) {
+    return (double)(to->tv_sec - from->tv_sec) + (double)(to->tv_nsec - from->tv_nsec) / 1e9;
+}
 
 /* One transaction for items[0..n); reconnects and tries once more after an outage (safe: a
  * batch that did commit before the connection broke comes back as repeats). */
@@ -140,11 +149,20 @@ static void *writer_main(void *arg) {
             t->batch[n++] = j;
         }
         pthread_mutex_unlock(&w->mu);
+        struct timespec t0, t1;
+        clock_gettime(CLOCK_MONOTONIC, &t0);
         run_batch(t, n);
+        clock_gettime(CLOCK_MONOTONIC, &t1);
+        double took = elapsed(&t0, &t1);
+        size_t b = 0;
+        while (b < LD_BATCH_BUCKETS - 1 && took > ld_batch_bucket_le[b]) b++;
+        atomic_fetch_add(&w->bucket[b], 1);
+        atomic_fetch_add(&w->batch_us_sum, (unsigned long long)(took * 1e6));
         for (size_t i = 0; i < n; i++) {
             job *j = t->batch[i];
+            j->timing = (ld_writer_timing){elapsed(&j->queued_at, &t0), took};
             if (!j->done_fn) continue;
-            j->done_fn(j->done_arg, j->st);
+            j->done_fn(j->done_arg, j->st, &j->timing);
             free(j);
             t->batch[i] = NULL;
         }
@@ -243,7 +261,7 @@ static ld_status enqueue(ld_report_writer *w, job *j) {
     return LD_OK;
 }
 
-ld_status ld_report_writer_store(ld_report_writer *w, ld_traces_item *item) {
+ld_status ld_report_writer_store(ld_report_writer *w, ld_traces_item *item, ld_writer_timing *timing) {
     if (!w || !item || !item->result_json) return LD_ERR_INVALID;
     job j = {.item = item};
     pthread_cond_init(&j.cv, NULL);
@@ -252,11 +270,12 @@ ld_status ld_report_writer_store(ld_report_writer *w, ld_traces_item *item) {
     while (j.st == LD_OK && !j.done) pthread_cond_wait(&j.cv, &w->mu);
     pthread_mutex_unlock(&w->mu);
     pthread_cond_destroy(&j.cv);
+    if (timing) *timing = j.timing;
     return j.st;
 }
 
-ld_status ld_report_writer_submit(ld_report_writer *w, ld_traces_item *item, void (*done)(void *arg, ld_status st),
-                                  void *arg) {
+ld_status ld_report_writer_submit(ld_report_writer *w, ld_traces_item *item,
+                                  void (*done)(void *arg, ld_status st, const ld_writer_timing *timing), void *arg) {
     if (!w || !item || !item->result_json || !done) return LD_ERR_INVALID;
     job *j = calloc(1, sizeof *j);
     if (!j) return LD_ERR_NOMEM;
@@ -276,7 +295,11 @@ void ld_report_writer_stop(ld_report_writer *w) {
     writer_free(w);
 }
 
-void ld_report_writer_stats(ld_report_writer *w, unsigned long long *batches, unsigned long long *reports) {
-    *batches = w ? atomic_load(&w->batches) : 0;
-    *reports = w ? atomic_load(&w->reports) : 0;
+void ld_report_writer_stats(ld_report_writer *w, ld_report_writer_counters *out) {
+    *out = (ld_report_writer_counters){0};
+    if (!w) return;
+    out->batches = atomic_load(&w->batches);
+    out->reports = atomic_load(&w->reports);
+    for (size_t i = 0; i < LD_BATCH_BUCKETS; i++) out->bucket[i] = atomic_load(&w->bucket[i]);
+    out->seconds_sum = (double)atomic_load(&w->batch_us_sum) / 1e6;
 }

@@ -794,6 +794,15 @@ class T02_Ingest(ServerCase):
         # both traces uploads (the new one and its repeat) went through the group-commit writer
         self.assertGreaterEqual(d("leakd_traces_batches_total"), 1)
         self.assertEqual(d("leakd_traces_batched_reports_total"), 2)
+        # each batch run is in the batch-time histogram (cumulative buckets, +Inf = count)
+        self.assertEqual(after['leakd_traces_batch_duration_seconds_bucket{le="+Inf"}'],
+                         after["leakd_traces_batch_duration_seconds_count"])
+        self.assertGreaterEqual(d("leakd_traces_batch_duration_seconds_count"), d("leakd_traces_batches_total"))
+        self.assertLessEqual(after['leakd_traces_batch_duration_seconds_bucket{le="0.001"}'],
+                             after['leakd_traces_batch_duration_seconds_bucket{le="1"}'])
+        # and a stored traces report's log line says where it waited
+        log = self.server.log()
+        self.assertRegex(log, r"POST /v1/reports 202 [0-9.]+ms in=\d+ key=\d+ app=\S+ batch_wait=[0-9.]+ms batch=[0-9.]+ms")
         self.assertEqual(after['leakd_reports{status="done"}'],
                          float(one(self.db, "SELECT count(*) FROM reports WHERE status = 'done'")))
         conn = http.client.HTTPConnection("127.0.0.1", self.server.metrics_port, timeout=5)
