@@ -55,7 +55,7 @@
     "  SELECT p.app_id, p.sig, leak->>'kind'," \
     "    COALESCE(NULLIF(leak->>'short_description', ''), leak->>'library_pattern', leak->>'class', '')," \
     "    COALESCE(leak->>'class', ''), leak->>'library_pattern'," \
-        /* a scalar subquery: PostgreSQL runs NOT EXISTS as one hash of every group of the table */ \
+    /* a scalar subquery: PostgreSQL ran NOT EXISTS as one hash of every group of the table */ \
     "    CASE WHEN (SELECT x.id FROM leak_groups x WHERE x.app_id = p.app_id AND x.signature = p.sig) IS NULL" \
     "      THEN " REP " ELSE 'null'::json END," \
     "    p.n, objects, COALESCE(d.n, 0), now(), now()," \

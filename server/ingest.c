@@ -383,6 +383,7 @@ static void traces_answer(ld_req *r) {
 /* "batch_wait=..ms batch=..ms" on the request's log line: a slow answer tells whether it
  * waited for a writer or for its batch's commit (a slow disk). */
 static void note_batch(ld_req *r, const ld_writer_timing *t) {
+    if (t->waited_s <= 0 && t->stored_s <= 0) return; /* never queued (the writer is stopping) */
     snprintf(r->note, sizeof r->note, "batch_wait=%.1fms batch=%.1fms", t->waited_s * 1e3, t->stored_s * 1e3);
 }
 
