@@ -533,6 +533,15 @@ static void acceptor_stop(void) {
     acceptor.started = 0;
 }
 
+/* What ld_http_start started before it failed (no request has come in yet). */
+static void undo_start(ld_server *s) {
+    for (int k = 0; k < n_api_daemons; k++) MHD_stop_daemon(api_daemons[k]);
+    n_api_daemons = 0;
+    ld_task_pool_stop(s->tasks);
+    s->tasks = NULL;
+    acceptor_stop();
+}
+
 int ld_http_start(ld_server *s, char *err, size_t cap) {
     struct sockaddr_storage addr;
     if (parse_listen(s->cfg.listen, &addr, err, cap)) return -1;
@@ -582,18 +591,15 @@ int ld_http_start(ld_server *s, char *err, size_t cap) {
     free(key);
     if (n_api_daemons < threads) {
         snprintf(err, cap, "cannot start libmicrohttpd on %s (see the message above)", s->cfg.listen);
-        for (int k = 0; k < n_api_daemons; k++) MHD_stop_daemon(api_daemons[k]);
-        n_api_daemons = 0;
-        ld_task_pool_stop(s->tasks);
-        s->tasks = NULL;
-        acceptor_stop();
+        undo_start(s);
         return -1;
     }
     atomic_store(&acceptor.stopping, 0);
     int rc = pthread_create(&acceptor.thread, NULL, accept_main, NULL);
     if (rc != 0) {
         snprintf(err, cap, "cannot start the accepting thread: %s", strerror(rc));
-        return -1; /* ld_http_stop cleans up */
+        undo_start(s);
+        return -1;
     }
     acceptor.started = 1;
     if (strcmp(s->cfg.metrics_listen, "off") != 0) {
