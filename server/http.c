@@ -31,7 +31,7 @@ static struct MHD_Daemon *metrics_daemon;
  * (MHD_add_connection). With libmicrohttpd's own thread pool, whichever event thread woke
  * first took a new connection: the two connections of two heap uploads often both went to
  * one thread, which then copied both bodies (97 % of a core) while the other core idled, and
- * uploads ran at 270-800 MB/s instead of ~1 GB/s. */
+ * 16 uploads of 50 MB over 2 connections mostly ran at 724-871 MB/s instead of 1.0-1.2 GB/s. */
 #define LD_MAX_HTTP_THREADS 64
 static struct MHD_Daemon *api_daemons[LD_MAX_HTTP_THREADS];
 static int n_api_daemons;
