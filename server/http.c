@@ -574,7 +574,11 @@ int ld_http_start(ld_server *s, char *err, size_t cap) {
         return -1;
     }
     inflight.closing = 0;
-    int threads = s->cfg.http_threads < 1 ? 1 : s->cfg.http_threads > LD_MAX_HTTP_THREADS ? LD_MAX_HTTP_THREADS : s->cfg.http_threads;
+    int threads = s->cfg.http_threads < 1 ? 1 : s->cfg.http_threads;
+    if (threads > LD_MAX_HTTP_THREADS) {
+        ld_warn("LEAKD_HTTP_THREADS=%d: using %d event threads, the most leakd runs", threads, LD_MAX_HTTP_THREADS);
+        threads = LD_MAX_HTTP_THREADS;
+    }
     /* the connection limit, shared out (the least loaded daemon gets each new connection) */
     unsigned limit = ((unsigned)s->cfg.connection_limit + (unsigned)threads - 1) / (unsigned)threads;
     for (n_api_daemons = 0; n_api_daemons < threads; n_api_daemons++) {
