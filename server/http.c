@@ -14,6 +14,7 @@
 #include <stdatomic.h>
 #include <stddef.h>
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -35,29 +36,48 @@ static struct MHD_Daemon *metrics_daemon;
 #define LD_MAX_HTTP_THREADS 64
 static struct MHD_Daemon *api_daemons[LD_MAX_HTTP_THREADS];
 static int n_api_daemons;
+/* The connection limit is kept here, not by libmicrohttpd: 0.9.75, at its limit, refused a
+ * connection given with MHD_add_connection and left the daemon's cleanup lock taken, so its
+ * event thread and every MHD_resume_connection waited forever (seen with gdb: one refusal,
+ * then no answer on any connection). At the limit the accepting thread waits for a
+ * connection to close, and new ones wait in the listen backlog meanwhile, as libmicrohttpd
+ * does with a listening socket of its own. */
 static struct {
     int fd;
     pthread_t thread;
     int started;
     atomic_int stopping;
-    unsigned next; /* round robin among the least loaded */
-} acceptor = {.fd = -1};
+    pthread_mutex_t mu;
+    pthread_cond_t freed;                /* a connection closed, or stopping */
+    unsigned open, limit;                /* connections handed to the daemons and not closed */
+    unsigned per[LD_MAX_HTTP_THREADS];   /* ... by daemon */
+    unsigned next;                       /* round robin among the least loaded */
+    time_t warned;                       /* when it last said it is at the limit */
+} acceptor = {.fd = -1, .mu = PTHREAD_MUTEX_INITIALIZER, .freed = PTHREAD_COND_INITIALIZER};
 
-/* The daemon with the fewest connections, the next in turn among equals. */
-static struct MHD_Daemon *least_loaded(void) {
-    struct MHD_Daemon *best = NULL;
-    unsigned best_n = 0;
+/* The daemon with the fewest connections, the next in turn among equals (locked). */
+static int least_loaded(void) {
+    int best = -1;
     for (int k = 0; k < n_api_daemons; k++) {
-        struct MHD_Daemon *d = api_daemons[(acceptor.next + (unsigned)k) % (unsigned)n_api_daemons];
-        const union MHD_DaemonInfo *info = MHD_get_daemon_info(d, MHD_DAEMON_INFO_CURRENT_CONNECTIONS);
-        unsigned n = info ? info->num_connections : 0;
-        if (!best || n < best_n) {
-            best = d;
-            best_n = n;
-        }
+        int d = (int)((acceptor.next + (unsigned)k) % (unsigned)n_api_daemons);
+        if (best < 0 || acceptor.per[d] < acceptor.per[best]) best = d;
     }
     acceptor.next++;
     return best;
+}
+
+/* libmicrohttpd says when a connection it started has closed; cls is its daemon's index. */
+static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_ctx,
+                          enum MHD_ConnectionNotificationCode code) {
+    (void)conn;
+    (void)socket_ctx;
+    if (code != MHD_CONNECTION_NOTIFY_CLOSED) return;
+    int k = (int)(intptr_t)cls;
+    pthread_mutex_lock(&acceptor.mu);
+    if (acceptor.per[k] > 0) acceptor.per[k]--;
+    if (acceptor.open > 0) acceptor.open--;
+    pthread_cond_signal(&acceptor.freed);
+    pthread_mutex_unlock(&acceptor.mu);
 }
 
 /* Requests being handled, and how many of them are suspended. Once `closing` is set no
@@ -483,16 +503,47 @@ static char *read_file(const char *path, char *err, size_t cap) {
     return buf;
 }
 
+/* Waits (locked) until a connection may be taken; 0 once stopping. */
+static int wait_for_slot(void) {
+    while (acceptor.open >= acceptor.limit && !atomic_load(&acceptor.stopping)) {
+        if (time(NULL) - acceptor.warned >= 10) {
+            ld_warn("%u connections open, the limit (LEAKD_CONNECTION_LIMIT): new ones wait until one closes",
+                    acceptor.open);
+            acceptor.warned = time(NULL);
+        }
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        ts.tv_sec += 1;
+        pthread_cond_timedwait(&acceptor.freed, &acceptor.mu, &ts);
+    }
+    return !atomic_load(&acceptor.stopping);
+}
+
 static void *accept_main(void *arg) {
     (void)arg;
     time_t warned = 0;
     for (;;) {
+        pthread_mutex_lock(&acceptor.mu);
+        int go = wait_for_slot();
+        pthread_mutex_unlock(&acceptor.mu);
+        if (!go) break;
         struct sockaddr_storage sa;
         socklen_t len = sizeof sa;
         int fd = accept4(acceptor.fd, (struct sockaddr *)&sa, &len, SOCK_CLOEXEC | SOCK_NONBLOCK);
         if (fd >= 0) {
-            /* libmicrohttpd closes it when it cannot take it (the connection limit) */
-            MHD_add_connection(least_loaded(), fd, (struct sockaddr *)&sa, len);
+            /* only this thread adds: the slot waited for above is still free */
+            pthread_mutex_lock(&acceptor.mu);
+            int k = least_loaded();
+            acceptor.per[k]++;
+            acceptor.open++;
+            pthread_mutex_unlock(&acceptor.mu);
+            if (MHD_add_connection(api_daemons[k], fd, (struct sockaddr *)&sa, len) != MHD_YES) {
+                /* libmicrohttpd closed it without starting it, so it will not say it closed */
+                pthread_mutex_lock(&acceptor.mu);
+                acceptor.per[k]--;
+                acceptor.open--;
+                pthread_mutex_unlock(&acceptor.mu);
+            }
             continue;
         }
         if (atomic_load(&acceptor.stopping)) break;
@@ -527,6 +578,9 @@ static void acceptor_stop(void) {
     if (acceptor.fd < 0) return;
     atomic_store(&acceptor.stopping, 1);
     shutdown(acceptor.fd, SHUT_RDWR); /* wakes accept() */
+    pthread_mutex_lock(&acceptor.mu);
+    pthread_cond_broadcast(&acceptor.freed); /* wakes a wait at the connection limit */
+    pthread_mutex_unlock(&acceptor.mu);
     if (acceptor.started) pthread_join(acceptor.thread, NULL);
     close(acceptor.fd);
     acceptor.fd = -1;
@@ -579,13 +633,16 @@ int ld_http_start(ld_server *s, char *err, size_t cap) {
         ld_warn("LEAKD_HTTP_THREADS=%d: using %d event threads, the most leakd runs", threads, LD_MAX_HTTP_THREADS);
         threads = LD_MAX_HTTP_THREADS;
     }
-    /* the connection limit, shared out (the least loaded daemon gets each new connection) */
-    unsigned limit = ((unsigned)s->cfg.connection_limit + (unsigned)threads - 1) / (unsigned)threads;
+    acceptor.limit = (unsigned)s->cfg.connection_limit;
+    acceptor.open = 0;
+    memset(acceptor.per, 0, sizeof acceptor.per);
     for (n_api_daemons = 0; n_api_daemons < threads; n_api_daemons++) {
+        /* libmicrohttpd's own limit is above ours: it must never refuse (see acceptor) */
         struct MHD_Daemon *d = MHD_start_daemon(
-            flags, 0, NULL, NULL, on_request, s, MHD_OPTION_CONNECTION_LIMIT, limit,
+            flags, 0, NULL, NULL, on_request, s, MHD_OPTION_CONNECTION_LIMIT, acceptor.limit + 16,
             MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)s->cfg.connection_timeout_s,
             MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)(128 * 1024), /* bigger upload chunks; zeroed per request */
+            MHD_OPTION_NOTIFY_CONNECTION, on_connection, (void *)(intptr_t)n_api_daemons,
             MHD_OPTION_NOTIFY_COMPLETED, on_completed, s, cert ? MHD_OPTION_HTTPS_MEM_CERT : MHD_OPTION_END, cert,
             MHD_OPTION_HTTPS_MEM_KEY, key, MHD_OPTION_END);
         if (!d) break;
