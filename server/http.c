@@ -327,6 +327,12 @@ static void run_off_loop(ld_task *t) {
 /* After a handler step on an event thread: suspends the connection for a step off the loop
  * or for another thread's answer, or queues the prepared response, or reads on. `at_end`:
  * the body has been read (the final call). */
+static int has_body(struct MHD_Connection *conn) {
+    const char *len = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
+    return (len && strcmp(len, "0") != 0) ||
+           MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_TRANSFER_ENCODING) != NULL;
+}
+
 static enum MHD_Result step_done(ld_req *r, int at_end) {
     if (r->off_loop) {
         if (ld_req_suspend(r, NULL) != 0) {
@@ -344,8 +350,12 @@ static enum MHD_Result step_done(ld_req *r, int at_end) {
         return MHD_YES;
     }
     if (at_end) return queue(r);
-    /* Answered from the headers alone (or a request without a body). */
-    if (r->resp && !r->body) return queue(r);
+    /* Answered from the headers alone. libmicrohttpd closes the connection after an answer
+     * queued before its final call, as it cannot tell whether a body was left unread: a
+     * request without a body is answered at that final call instead, which follows at once,
+     * and its connection stays open for the next request. A refused upload is answered now,
+     * its body unread, and closing is then what it needs. */
+    if (r->resp && !r->body) return has_body(r->conn) ? queue(r) : MHD_YES;
     if (!r->body && !r->resp) {
         ld_respond_error(r, 500, "internal", "unhandled request");
         return queue(r);

@@ -15,6 +15,7 @@ import os
 import shutil
 import subprocess
 import signal
+import select
 import socket
 import sys
 import tempfile
@@ -1057,6 +1058,63 @@ class T05_QuotaAndSlowDrip(ServerCase):
         self.assertLessEqual(dropped_at, 14)
         self.assertIn("dropping a slow upload", self.server.log())
         self.assertNoUploadTmpFiles()
+
+
+# =============================================================================================
+class T05b_ConnectionLimit(ServerCase):
+    workers = 1
+    settings = {"connection_limit": 4, "http_threads": 2}
+
+    def _send_get(self, s):
+        s.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+
+    def _status(self, s, timeout=10):
+        s.settimeout(timeout)
+        data = b""
+        while b"\r\n\r\n" not in data:
+            chunk = s.recv(4096)
+            self.assertTrue(chunk, "connection closed before an answer")
+            data += chunk
+        return int(data.split(b" ", 2)[1])
+
+    def test_at_the_limit_new_connections_wait_and_are_served(self):
+        """LEAKD_CONNECTION_LIMIT=4 over 2 event threads. Four keep-alive connections are
+        open; three more are accepted by the kernel but wait, unanswered, until some of the
+        four close, then are served. (libmicrohttpd 0.9.75, left to refuse at its own limit a
+        connection given to it, hung every thread of leakd: no answer ever again.)"""
+        port = self.server.port
+        held = [socket.create_connection(("127.0.0.1", port), timeout=10) for _ in range(4)]
+        for s in held:
+            self.addCleanup(s.close)
+            self._send_get(s)
+            self.assertEqual(self._status(s), 200)
+        waiting = [socket.create_connection(("127.0.0.1", port), timeout=10) for _ in range(3)]
+        for s in waiting:
+            self.addCleanup(s.close)
+            self._send_get(s)
+        readable, _, _ = select.select(waiting, [], [], 1.5)
+        self.assertEqual(readable, [], "a connection over the limit was answered")
+        self.assertIn("connections open, the limit (LEAKD_CONNECTION_LIMIT)", self.server.log())
+        held[0].close()
+        held[1].close()
+        H.wait_for(lambda: len(select.select(waiting, [], [], 0.2)[0]) >= 2, 10,
+                   what="two waiting connections answered once two closed")
+        answered = select.select(waiting, [], [], 0)[0]
+        self.assertEqual(len(answered), 2)
+        for s in answered:
+            self.assertEqual(self._status(s), 200)
+            s.close()
+        for s in held[2:]:
+            s.close()
+        last = [s for s in waiting if s not in answered][0]
+        self.assertEqual(self._status(last), 200)
+        # still serving: a keep-alive request again on it, a new client, an upload
+        self._send_get(last)
+        self.assertEqual(self._status(last), 200)
+        last.close()
+        self.assertEqual(self.http.get("/healthz").status, 200)
+        app = self.new_app()
+        self.assertEqual(self.upload_traces(app, INPUTS.traces_json("listener_list"))[1].status, 202)
 
 
 # =============================================================================================
