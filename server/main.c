@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -120,6 +121,25 @@ static void purge_old(ld_server *s) {
 }
 
 /* Partial uploads and analysis scratch dirs of a previous run. */
+/* Each connection may hold its socket and an upload's temp file, besides the database
+ * connections and the files of the process: raise the soft descriptor limit (often 1024) to
+ * what the connection limit needs, up to the hard limit, and say so when that is too low. */
+static void raise_fd_limit(const ld_config *c) {
+    rlim_t need = (rlim_t)c->connection_limit * 2 + (rlim_t)c->db_pool + (rlim_t)c->db_writers + 64;
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) != 0 || rl.rlim_cur >= need) return;
+    rlim_t to = rl.rlim_max != RLIM_INFINITY && rl.rlim_max < need ? rl.rlim_max : need;
+    if (to > rl.rlim_cur) {
+        rl.rlim_cur = to;
+        if (setrlimit(RLIMIT_NOFILE, &rl) != 0) ld_warn("cannot raise the open files limit: %s", strerror(errno));
+    }
+    if (to < need)
+        ld_warn("LEAKD_CONNECTION_LIMIT=%d needs about %llu open files, and the hard limit is %llu: connections "
+                "beyond it wait until descriptors free up (lower the limit, or raise the hard limit: ulimit -Hn, "
+                "LimitNOFILE= in a systemd unit)",
+                c->connection_limit, (unsigned long long)need, (unsigned long long)rl.rlim_max);
+}
+
 static void clean_tmp(const char *dir) {
     DIR *d = opendir(dir);
     if (!d) return;
@@ -155,6 +175,7 @@ static int serve(ld_server *s) {
         return 1;
     }
     clean_tmp(s->tmp_dir); /* partial uploads of a previous run */
+    raise_fd_limit(c);
     char err[1024];
     ld_db *db = ld_db_connect(c->database_url, err, sizeof err);
     if (!db) {

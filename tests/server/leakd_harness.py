@@ -17,6 +17,7 @@ import http.client
 import json
 import os
 import re
+import resource
 import shutil
 import signal
 import socket
@@ -293,10 +294,12 @@ class Leakd:
         self.proc = None
         self.workers = workers
 
-    def start(self, wait=True):
+    def start(self, wait=True, nofile=None):
+        """nofile: (soft, hard) RLIMIT_NOFILE to start leakd with."""
         self._log = open(self.log_path, "ab")
+        pre = (lambda: resource.setrlimit(resource.RLIMIT_NOFILE, nofile)) if nofile else None
         self.proc = subprocess.Popen([LEAKD_BIN, "serve"], env=self.env, stdout=self._log, stderr=subprocess.STDOUT,
-                                     start_new_session=True)
+                                     start_new_session=True, preexec_fn=pre)
         if wait:
             deadline = time.time() + 15
             while time.time() < deadline:

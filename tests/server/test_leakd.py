@@ -1116,6 +1116,27 @@ class T05b_ConnectionLimit(ServerCase):
         app = self.new_app()
         self.assertEqual(self.upload_traces(app, INPUTS.traces_json("listener_list"))[1].status, 202)
 
+    def test_open_files_limit_is_raised_for_the_connection_limit(self):
+        """Started with 256 open files (a common soft limit is 1024) and a limit of 512
+        connections: leakd raises its soft limit to what they need, up to the hard limit, and
+        says so when the hard limit is too low."""
+        def soft_limit(pid):
+            with open("/proc/%d/limits" % pid) as f:
+                return int(next(line for line in f if line.startswith("Max open files")).split()[3])
+        srv = H.Leakd(self.db, workers=1, connection_limit=512, db_pool=4, db_writers=2)
+        self.addCleanup(srv.cleanup)
+        srv.start(nofile=(256, 8192))
+        self.assertEqual(soft_limit(srv.proc.pid), 512 * 2 + 4 + 2 + 64)
+        self.assertNotIn("open files", srv.log())
+        self.assertEqual(H.Client(srv.port, API).get("/healthz").status, 200)
+        srv.stop()
+        low = H.Leakd(self.db, workers=1, connection_limit=512, db_pool=4, db_writers=2)
+        self.addCleanup(low.cleanup)
+        low.start(nofile=(256, 600))
+        self.assertEqual(soft_limit(low.proc.pid), 600)
+        self.assertIn("LEAKD_CONNECTION_LIMIT=512 needs about 1094 open files, and the hard limit is 600", low.log())
+        self.assertEqual(H.Client(low.port, API).get("/healthz").status, 200)
+
 
 # =============================================================================================
 class T06_AnalysisTimeout(ServerCase):
