@@ -448,8 +448,11 @@ static enum MHD_Result on_metrics(void *cls, struct MHD_Connection *conn, const 
     (void)version;
     (void)upload_data;
     (void)upload_data_size;
-    (void)req_cls;
     ld_server *s = cls;
+    if (!*req_cls && !has_body(conn)) {
+        *req_cls = conn; /* answered at the final call, so the connection stays open (step_done) */
+        return MHD_YES;
+    }
     struct MHD_Response *resp;
     unsigned status = 200;
     if (strcmp(method, "GET") != 0 || strcmp(url, "/metrics") != 0) {

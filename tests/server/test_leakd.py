@@ -1116,6 +1116,34 @@ class T05b_ConnectionLimit(ServerCase):
         app = self.new_app()
         self.assertEqual(self.upload_traces(app, INPUTS.traces_json("listener_list"))[1].status, 202)
 
+    def test_get_answers_keep_the_connection_open(self):
+        """Answers to requests without a body keep the connection open (libmicrohttpd closes it
+        when the answer is queued before its final call): /healthz, an API GET answered after a
+        database query on a task thread, a CORS preflight, a 404, and /metrics."""
+        app = self.new_app()
+        c = http.client.HTTPConnection("127.0.0.1", self.server.port, timeout=10)
+        self.addCleanup(c.close)
+        sock = None
+        for method, path, headers in (("GET", "/healthz", {}), ("GET", "/healthz", {}),
+                                      ("GET", "/v1/apps/%s/leaks" % app.slug, {"Authorization": "Bearer " + app.read}),
+                                      ("OPTIONS", "/v1/apps/%s/leaks" % app.slug, {"Origin": "https://x.example"}),
+                                      ("GET", "/nothing-here", {}), ("GET", "/healthz", {})):
+            c.request(method, path, headers=headers)
+            r = c.getresponse()
+            r.read()
+            self.assertNotEqual((r.getheader("Connection") or "").lower(), "close", (method, path))
+            self.assertIn(r.status, (200, 403, 404), (method, path))
+            sock = sock or c.sock
+            self.assertIs(c.sock, sock, "%s %s: the connection was not kept" % (method, path))
+        m = http.client.HTTPConnection("127.0.0.1", self.server.metrics_port, timeout=10)
+        self.addCleanup(m.close)
+        for _ in range(2):
+            m.request("GET", "/metrics")
+            r = m.getresponse()
+            self.assertIn(b"leakd_http_requests_total", r.read())
+            self.assertNotEqual((r.getheader("Connection") or "").lower(), "close")
+        self.assertIsNotNone(m.sock)
+
     def test_open_files_limit_is_raised_for_the_connection_limit(self):
         """Started with 256 open files (a common soft limit is 1024) and a limit of 512
         connections: leakd raises its soft limit to what they need, up to the hard limit, and
