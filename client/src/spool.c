@@ -20,6 +20,7 @@
 #include "spool.h"
 
 #include "sdk_log.h"
+#include "uuid.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -127,16 +128,6 @@ int lwc_uuid_valid(const char *s) {
         }
     }
     return s[36] == 0;
-}
-
-static int make_uuid4(char out[37]) {
-    unsigned char b[16];
-    if (fill_random(b, sizeof b) != 0) return -1;
-    b[6] = (unsigned char)((b[6] & 0x0f) | 0x40);
-    b[8] = (unsigned char)((b[8] & 0x3f) | 0x80);
-    snprintf(out, 37, "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", b[0], b[1], b[2], b[3],
-             b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13], b[14], b[15]);
-    return 0;
 }
 
 static int write_all(int fd, const void *data, size_t len) {
@@ -590,7 +581,7 @@ static lw_sdk_status load_install_id(lwc_spool *s, char *err, size_t cap) {
         lwc_logf(&s->log, LW_LOG_WARN, "spool: cannot read %s (%s); making a new install id", path, strerror(errno));
     }
     char id[37], line[38];
-    if (make_uuid4(id) != 0) {
+    if (lwc_uuid4(id) != 0) {
         seterr(err, cap, "no random numbers for the install id");
         return LW_SDK_ERR_IO;
     }

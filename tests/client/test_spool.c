@@ -22,6 +22,7 @@
 #include <cmocka.h>
 
 #include "spool.h"
+#include "uuid.h"
 
 /* ---- helpers ------------------------------------------------------------------------------- */
 
@@ -115,6 +116,41 @@ static int count_entries(const char *dir, const char *prefix) {
         if (strncmp(e->d_name, prefix, strlen(prefix)) == 0) n++;
     closedir(d);
     return n;
+}
+
+/* ---- report ids ------------------------------------------------------------------------------ */
+
+static uint64_t uuid7_ms(const char *u) {
+    char hex[13];
+    memcpy(hex, u, 8);
+    memcpy(hex + 8, u + 9, 4);
+    hex[12] = 0;
+    return strtoull(hex, NULL, 16);
+}
+
+static int cmp_id(const void *a, const void *b) { return strcmp((const char *)a, (const char *)b); }
+
+/* Report ids are UUID v7: valid, version 7, the variant, the current Unix time in ms first (so
+ * they sort by time), and all different. */
+static void test_report_ids_are_time_ordered(void **state) {
+    (void)state;
+    enum { N = 2000 };
+    static char ids[N][37];
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_REALTIME, &t0);
+    for (int i = 0; i < N; i++) {
+        assert_int_equal(lwc_uuid7(ids[i]), 0);
+        assert_true(lwc_uuid_valid(ids[i]));
+        assert_int_equal(ids[i][14], '7');
+        assert_non_null(strchr("89ab", ids[i][19]));
+        if (i) assert_true(uuid7_ms(ids[i]) >= uuid7_ms(ids[i - 1]));
+    }
+    clock_gettime(CLOCK_REALTIME, &t1);
+    uint64_t ms0 = (uint64_t)t0.tv_sec * 1000u + (uint64_t)t0.tv_nsec / 1000000u;
+    uint64_t ms1 = (uint64_t)t1.tv_sec * 1000u + (uint64_t)t1.tv_nsec / 1000000u;
+    assert_true(uuid7_ms(ids[0]) >= ms0 && uuid7_ms(ids[N - 1]) <= ms1);
+    qsort(ids, N, sizeof ids[0], cmp_id);
+    for (int i = 1; i < N; i++) assert_true(strcmp(ids[i - 1], ids[i]) != 0);
 }
 
 /* ---- install id ------------------------------------------------------------------------------ */
@@ -626,6 +662,7 @@ static void test_threads(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_report_ids_are_time_ordered),
         cmocka_unit_test(test_install_id_stable),
         cmocka_unit_test(test_add_next_backoff_remove),
         cmocka_unit_test(test_quota_by_count),

@@ -305,10 +305,16 @@ static void want_out(engine *g, conn *c, int on) {
     c->want_out = on;
 }
 
+/* Report i's id, time-ordered as the SDK makes them (UUID version 7: 48 bits of Unix time in
+ * ms, then the run's tag and i, unique across runs). */
 static void uuid_of(engine *g, long i, char out[37]) {
-    uint64_t a = g->run_tag, b = (uint64_t)i * 0x9e3779b97f4a7c15ull ^ g->run_tag >> 7;
-    snprintf(out, 37, "%08x-%04x-4%03x-8%03x-%012llx", (unsigned)(a >> 32), (unsigned)(a >> 16) & 0xffff,
-             (unsigned)a & 0xfff, (unsigned)(b >> 48) & 0xfff, (unsigned long long)(((uint64_t)i << 20) ^ (b & 0xfffff)) & 0xffffffffffffull);
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    uint64_t ms = (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+    uint64_t b = (uint64_t)i * 0x9e3779b97f4a7c15ull ^ g->run_tag;
+    snprintf(out, 37, "%08x-%04x-7%03x-%04x-%012llx", (unsigned)(ms >> 16), (unsigned)ms & 0xffff,
+             (unsigned)(g->run_tag >> 52), (unsigned)(0x8000 | ((b >> 48) & 0x3fff)),
+             (unsigned long long)(((uint64_t)i << 24) ^ (b & 0xffffff)) & 0xffffffffffffull);
 }
 
 static const char suffix[] = "\r\n--" BOUNDARY "--\r\n";
