@@ -1063,7 +1063,7 @@ class T05_QuotaAndSlowDrip(ServerCase):
 # =============================================================================================
 class T05b_ConnectionLimit(ServerCase):
     workers = 1
-    settings = {"connection_limit": 4, "http_threads": 2}
+    settings = {"connection_limit": 4, "http_threads": 2, "connection_timeout": 5}
 
     def _send_get(self, s):
         s.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
@@ -1115,6 +1115,26 @@ class T05b_ConnectionLimit(ServerCase):
         self.assertEqual(self.http.get("/healthz").status, 200)
         app = self.new_app()
         self.assertEqual(self.upload_traces(app, INPUTS.traces_json("listener_list"))[1].status, 202)
+
+    def test_idle_connections_time_out_and_free_their_places(self):
+        """Four connections that send nothing fill the limit; LEAKD_CONNECTION_TIMEOUT (5 s)
+        closes them, and a client that waited behind them is then served."""
+        port = self.server.port
+        idle = [socket.create_connection(("127.0.0.1", port), timeout=10) for _ in range(4)]
+        for s in idle:
+            self.addCleanup(s.close)
+        time.sleep(0.5)
+        t0 = time.time()
+        waiting = socket.create_connection(("127.0.0.1", port), timeout=15)
+        self.addCleanup(waiting.close)
+        self._send_get(waiting)
+        self.assertEqual(self._status(waiting, timeout=15), 200)
+        waited = time.time() - t0
+        self.assertGreater(waited, 3.5)
+        self.assertLess(waited, 10)
+        for s in idle:  # closed by leakd
+            s.settimeout(5)
+            self.assertEqual(s.recv(1), b"")
 
     def test_get_answers_keep_the_connection_open(self):
         """Answers to requests without a body keep the connection open (libmicrohttpd closes it
