@@ -66,7 +66,9 @@ static int least_loaded(void) {
     return best;
 }
 
-/* libmicrohttpd says when a connection it started has closed; cls is its daemon's index. */
+/* libmicrohttpd says when a connection it started has closed; cls is its daemon's index.
+ * (A connection it drops after MHD_add_connection accepted it but before starting it, which
+ * only running out of memory for its pool does, would stay counted.) */
 static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_ctx,
                           enum MHD_ConnectionNotificationCode code) {
     (void)conn;
@@ -324,15 +326,16 @@ static void run_off_loop(ld_task *t) {
     ld_req_resume(r);
 }
 
-/* After a handler step on an event thread: suspends the connection for a step off the loop
- * or for another thread's answer, or queues the prepared response, or reads on. `at_end`:
- * the body has been read (the final call). */
+/* Whether the request says a body follows. */
 static int has_body(struct MHD_Connection *conn) {
     const char *len = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
     return (len && strcmp(len, "0") != 0) ||
            MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_TRANSFER_ENCODING) != NULL;
 }
 
+/* After a handler step on an event thread: suspends the connection for a step off the loop
+ * or for another thread's answer, or queues the prepared response, or reads on. `at_end`:
+ * the body has been read (the final call). */
 static enum MHD_Result step_done(ld_req *r, int at_end) {
     if (r->off_loop) {
         if (ld_req_suspend(r, NULL) != 0) {
