@@ -480,16 +480,8 @@ char *ld_metrics_render(ld_server *s) {
                "leakd_traces_batched_reports_total %llu\n", wc.reports);
     fprintf(f, "# HELP leakd_traces_batch_duration_seconds Time of each traces batch's statement and commit"
                " (every request in the batch waited for it).\n# TYPE leakd_traces_batch_duration_seconds histogram\n");
-    unsigned long long cum = 0;
-    for (size_t i = 0; i < LD_BATCH_BUCKETS; i++) {
-        cum += wc.bucket[i];
-        if (i < LD_BATCH_BUCKETS - 1)
-            fprintf(f, "leakd_traces_batch_duration_seconds_bucket{le=\"%g\"} %llu\n", ld_batch_bucket_le[i], cum);
-        else
-            fprintf(f, "leakd_traces_batch_duration_seconds_bucket{le=\"+Inf\"} %llu\n", cum);
-    }
-    fprintf(f, "leakd_traces_batch_duration_seconds_sum %.6f\nleakd_traces_batch_duration_seconds_count %llu\n",
-            wc.seconds_sum, cum);
+    ld_histogram_write(f, "leakd_traces_batch_duration_seconds", "", ld_batch_bucket_le, LD_BATCH_BUCKETS - 1, wc.bucket,
+                       wc.seconds_sum);
     fprintf(f, "# HELP leakd_workers_alive Analysis worker processes running.\n# TYPE leakd_workers_alive gauge\n");
     fprintf(f, "leakd_workers_alive %d\n", atomic_load(&m->workers_alive));
     ld_db *db = ld_pool_get(s->pool, 1000);

@@ -50,9 +50,7 @@ void ld_metrics_request(ld_metrics *m, ld_route route, unsigned status, double s
     if (route >= LD_ROUTE_COUNT) route = LD_ROUTE_OTHER;
     unsigned cls = status / 100;
     if (cls >= 1 && cls <= 5) atomic_fetch_add(&m->requests[route][cls], 1);
-    int b = 0;
-    while (b < LD_HTTP_BUCKETS - 1 && seconds > http_bounds[b]) b++;
-    atomic_fetch_add(&m->duration_bucket[route][b], 1);
+    atomic_fetch_add(&m->duration_bucket[route][ld_histogram_bucket(http_bounds, LD_HTTP_BUCKETS - 1, seconds)], 1);
     atomic_fetch_add(&m->duration_us_sum[route], (unsigned long long)(seconds * 1e6));
 }
 
@@ -60,10 +58,30 @@ void ld_metrics_analysis(ld_worker_metrics *w, ld_analysis_outcome outcome, doub
     if (!w) return;
     atomic_fetch_add(&w->analyses[outcome], 1);
     if (outcome != LD_ANALYSIS_DONE) return;
-    int b = 0;
-    while (b < LD_ANALYSIS_BUCKETS - 1 && seconds > analysis_bounds[b]) b++;
-    atomic_fetch_add(&w->analysis_bucket[b], 1);
+    atomic_fetch_add(&w->analysis_bucket[ld_histogram_bucket(analysis_bounds, LD_ANALYSIS_BUCKETS - 1, seconds)], 1);
     atomic_fetch_add(&w->analysis_ms_sum, (unsigned long long)(seconds * 1e3));
+}
+
+int ld_histogram_bucket(const double *bounds, int n_bounds, double v) {
+    int b = 0;
+    while (b < n_bounds && v > bounds[b]) b++;
+    return b;
+}
+
+void ld_histogram_write(FILE *f, const char *name, const char *labels, const double *bounds, int n_bounds,
+                        const unsigned long long *counts, double sum) {
+    const char *sep = labels[0] ? "," : "";
+    unsigned long long cum = 0;
+    for (int b = 0; b <= n_bounds; b++) {
+        cum += counts[b];
+        if (b < n_bounds) fprintf(f, "%s_bucket{%s%sle=\"%g\"} %llu\n", name, labels, sep, bounds[b], cum);
+        else fprintf(f, "%s_bucket{%s%sle=\"+Inf\"} %llu\n", name, labels, sep, cum);
+    }
+    if (labels[0]) {
+        fprintf(f, "%s_sum{%s} %.6f\n%s_count{%s} %llu\n", name, labels, sum, name, labels, cum);
+    } else {
+        fprintf(f, "%s_sum %.6f\n%s_count %llu\n", name, sum, name, cum);
+    }
 }
 
 /* Appends the metrics of this module to `f`. */
@@ -79,20 +97,13 @@ void ld_metrics_write(FILE *f, ld_metrics *m) {
     fprintf(f, "# HELP leakd_http_request_duration_seconds Time from the request's first byte to its answer.\n"
                "# TYPE leakd_http_request_duration_seconds histogram\n");
     for (int r = 0; r < LD_ROUTE_COUNT; r++) {
-        unsigned long long cum = 0, total = 0;
-        for (int b = 0; b < LD_HTTP_BUCKETS; b++) total += atomic_load(&m->duration_bucket[r][b]);
+        unsigned long long counts[LD_HTTP_BUCKETS], total = 0;
+        for (int b = 0; b < LD_HTTP_BUCKETS; b++) total += counts[b] = atomic_load(&m->duration_bucket[r][b]);
         if (!total) continue;
-        const char *rn = ld_route_name((ld_route)r);
-        for (int b = 0; b < LD_HTTP_BUCKETS; b++) {
-            cum += atomic_load(&m->duration_bucket[r][b]);
-            if (b < LD_HTTP_BUCKETS - 1)
-                fprintf(f, "leakd_http_request_duration_seconds_bucket{route=\"%s\",le=\"%g\"} %llu\n", rn, http_bounds[b], cum);
-            else
-                fprintf(f, "leakd_http_request_duration_seconds_bucket{route=\"%s\",le=\"+Inf\"} %llu\n", rn, cum);
-        }
-        fprintf(f, "leakd_http_request_duration_seconds_sum{route=\"%s\"} %.6f\n", rn,
-                (double)atomic_load(&m->duration_us_sum[r]) / 1e6);
-        fprintf(f, "leakd_http_request_duration_seconds_count{route=\"%s\"} %llu\n", rn, total);
+        char labels[64];
+        snprintf(labels, sizeof labels, "route=\"%s\"", ld_route_name((ld_route)r));
+        ld_histogram_write(f, "leakd_http_request_duration_seconds", labels, http_bounds, LD_HTTP_BUCKETS - 1, counts,
+                           (double)atomic_load(&m->duration_us_sum[r]) / 1e6);
     }
     fprintf(f, "# HELP leakd_worker_restarts_total Analysis workers that died and were started again.\n"
                "# TYPE leakd_worker_restarts_total counter\nleakd_worker_restarts_total %llu\n",
@@ -105,14 +116,8 @@ void ld_metrics_write(FILE *f, ld_metrics *m) {
         fprintf(f, "leakd_analyses_total{outcome=\"%s\"} %llu\n", outcomes[o], (unsigned long long)atomic_load(&w->analyses[o]));
     fprintf(f, "# HELP leakd_analysis_duration_seconds Successful analyses, from claim to result.\n"
                "# TYPE leakd_analysis_duration_seconds histogram\n");
-    unsigned long long cum = 0;
-    for (int b = 0; b < LD_ANALYSIS_BUCKETS; b++) {
-        cum += atomic_load(&w->analysis_bucket[b]);
-        if (b < LD_ANALYSIS_BUCKETS - 1)
-            fprintf(f, "leakd_analysis_duration_seconds_bucket{le=\"%g\"} %llu\n", analysis_bounds[b], cum);
-        else
-            fprintf(f, "leakd_analysis_duration_seconds_bucket{le=\"+Inf\"} %llu\n", cum);
-    }
-    fprintf(f, "leakd_analysis_duration_seconds_sum %.3f\nleakd_analysis_duration_seconds_count %llu\n",
-            (double)atomic_load(&w->analysis_ms_sum) / 1e3, cum);
+    unsigned long long counts[LD_ANALYSIS_BUCKETS];
+    for (int b = 0; b < LD_ANALYSIS_BUCKETS; b++) counts[b] = atomic_load(&w->analysis_bucket[b]);
+    ld_histogram_write(f, "leakd_analysis_duration_seconds", "", analysis_bounds, LD_ANALYSIS_BUCKETS - 1, counts,
+                       (double)atomic_load(&w->analysis_ms_sum) / 1e3);
 }

@@ -6,6 +6,7 @@
 
 #include <stdatomic.h>
 #include <stdint.h>
+#include <stdio.h>
 
 typedef enum {
     LD_ROUTE_UPLOAD, LD_ROUTE_REPORT, LD_ROUTE_LEAKS, LD_ROUTE_LEAK, LD_ROUTE_LEAK_PATCH, LD_ROUTE_VERSION_LEAKS,
@@ -45,5 +46,12 @@ typedef enum { LD_ANALYSIS_DONE = 0, LD_ANALYSIS_FAILED = 1, LD_ANALYSIS_RETRIED
 void ld_metrics_analysis(ld_worker_metrics *w, ld_analysis_outcome outcome, double seconds);
 
 const char *ld_route_name(ld_route r);
+
+/* A histogram of `n_bounds` upper bounds and +Inf: the bucket `v` counts in. */
+int ld_histogram_bucket(const double *bounds, int n_bounds, double v);
+/* Its `name`_bucket (cumulative), _sum and _count lines, from per-bucket counts (n_bounds + 1 of
+ * them, not cumulative); `labels` is "" or e.g. `route="x"`. */
+void ld_histogram_write(FILE *f, const char *name, const char *labels, const double *bounds, int n_bounds,
+                        const unsigned long long *counts, double sum);
 
 #endif

@@ -12,6 +12,7 @@
 #include <time.h>
 
 #include "log.h"
+#include "metrics.h"
 
 /* A batch stops growing past this much trace JSON (one report alone may be larger). */
 #define BATCH_BYTES (4u << 20)
@@ -154,9 +155,7 @@ static void *writer_main(void *arg) {
         run_batch(t, n);
         clock_gettime(CLOCK_MONOTONIC, &t1);
         double took = elapsed(&t0, &t1);
-        size_t b = 0;
-        while (b < LD_BATCH_BUCKETS - 1 && took > ld_batch_bucket_le[b]) b++;
-        atomic_fetch_add(&w->bucket[b], 1);
+        atomic_fetch_add(&w->bucket[ld_histogram_bucket(ld_batch_bucket_le, LD_BATCH_BUCKETS - 1, took)], 1);
         atomic_fetch_add(&w->batch_us_sum, (unsigned long long)(took * 1e6));
         for (size_t i = 0; i < n; i++) {
             job *j = t->batch[i];
