@@ -151,7 +151,7 @@ static ld_status batch_doc(const ld_traces_item *items, size_t n, text_buf *doc,
         buf_str(doc, i ? ",{\"id\":\"" : "{\"id\":\"");
         buf_str(doc, in->report_id);
         snprintf(num, sizeof num, "\",\"app\":%" PRId64 ",\"build\":%" PRId64 ",\"leak_count\":%zu,\"version\":",
-                 in->app_id, in->build, items[i].leaks_found);
+                 in->app_id, in->build, rep->leak_count);
         buf_str(doc, num);
         buf_json_string(doc, in->app_version ? in->app_version : "");
         buf_str(doc, ",\"install\":");
@@ -290,7 +290,7 @@ ld_status ld_reports_insert_traces(ld_db *db, ld_traces_item *items, size_t n) {
 ld_status ld_report_insert_traces(ld_db *db, const ld_report_in *in, const lw_leak_report *rep, int *created) {
     if (!db || !in || !rep || !created) return LD_ERR_INVALID;
     *created = 0;
-    ld_traces_item it = {.in = *in, .rep = rep, .leaks_found = rep->leak_count};
+    ld_traces_item it = {.in = *in, .rep = rep};
     char *json = lw_leak_report_to_json(rep, 0);
     if (!json) return LD_ERR_NOMEM;
     it.result_json = json;

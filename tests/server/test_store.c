@@ -495,7 +495,7 @@ static void test_batch_repeats_and_conflicts(void **state) {
         uuid_n(ids[i], nums[i]);
         items[i] = (ld_traces_item){.in = {.report_id = ids[i], .app_id = app, .mode = "traces", .app_version = "1.0",
                                            .build = 2, .install_id = i == 2 ? "d2" : "d1", .meta_json = "{}"},
-                                    .rep = rep, .result_json = result, .leaks_found = 1};
+                                    .rep = rep, .result_json = result};
     }
     assert_int_equal(ld_reports_insert_traces(c->db, items, 5), LD_OK);
     const int created[5] = {1, 0, 0, 0, 1};
