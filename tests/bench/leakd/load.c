@@ -48,6 +48,7 @@
 #include <sys/epoll.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
@@ -702,15 +703,17 @@ static int run_load(opts *o) {
     qsort(g.lat, (size_t)nl, sizeof *g.lat, cmp_double);
     double rate = (double)g.done / elapsed;
     double mbps = (double)g.body_bytes / elapsed / 1e6;
+    long over_50ms = 0; /* the p99 target holds while this stays under 1 % of the requests */
+    for (long i = nl; i > 0 && g.lat[i - 1] >= 0.050; i--) over_50ms++;
     fprintf(stderr, "%s: %ld requests in %.2f s (%ld 2xx, %ld other status, %ld connection errors)", o->mode, g.done, elapsed,
             g.ok, g.bad, g.errors);
     if (o->rate > 0) fprintf(stderr, ", scheduled at %.0f/s", o->rate);
     fprintf(stderr, "\n");
     if (g.bad) fprintf(stderr, "  last non-2xx: %d %s\n", g.last_bad_status, g.last_bad_body);
     printf("mode=%s requests=%ld ok=%ld bad=%ld errors=%ld seconds=%.3f rate=%.1f mbps=%.1f p50_ms=%.2f p90_ms=%.2f "
-           "p99_ms=%.2f max_ms=%.2f",
+           "p99_ms=%.2f max_ms=%.2f over_50ms=%ld",
            o->mode, g.done, g.ok, g.bad, g.errors, elapsed, rate, mbps, pct(g.lat, nl, 0.5) * 1e3, pct(g.lat, nl, 0.9) * 1e3,
-           pct(g.lat, nl, 0.99) * 1e3, nl ? g.lat[nl - 1] * 1e3 : 0.0);
+           pct(g.lat, nl, 0.99) * 1e3, nl ? g.lat[nl - 1] * 1e3 : 0.0, over_50ms);
     for (int i = 0; i < ps.npids; i++)
         printf(" pss%d_max_kb=%ld pss%d_avg_kb=%.0f pss%d_first_kb=%ld", i, ps.max_kb[i], i,
                ps.samples ? ps.sum_kb[i] / (double)ps.samples : 0.0, i, ps.first_kb[i]);
@@ -730,10 +733,46 @@ static int scratch_file(const opts *o, const char *what, char *path, size_t cap)
     return fd;
 }
 
+/* Sectors written to the block device that holds `dir`, from /proc/diskstats; -1 when the
+ * file system is not on one listed there (tmpfs, overlay, btrfs). */
+static long long device_sectors_written(dev_t dev) {
+    FILE *f = fopen("/proc/diskstats", "r");
+    if (!f) return -1;
+    char line[512];
+    long long sectors = -1;
+    while (fgets(line, sizeof line, f)) {
+        unsigned maj, min;
+        long long written;
+        /* major minor name reads merged sectors ms writes merged sectors_written ... */
+        if (sscanf(line, "%u %u %*s %*s %*s %*s %*s %*s %*s %lld", &maj, &min, &written) == 3 && maj == major(dev) &&
+            min == minor(dev)) {
+            sectors = written;
+            break;
+        }
+    }
+    fclose(f);
+    return sectors;
+}
+
+/* The page cache's dirty data (kB) waiting for write-back, from /proc/meminfo; -1 unknown. */
+static long dirty_kb(void) {
+    FILE *f = fopen("/proc/meminfo", "r");
+    if (!f) return -1;
+    char line[256];
+    long kb = -1;
+    while (fgets(line, sizeof line, f))
+        if (sscanf(line, "Dirty: %ld kB", &kb) == 1) break;
+    fclose(f);
+    return kb;
+}
+
 /* fsync --every-ms: what one fdatasync costs while something else uses the disk (run.sh runs
  * it beside the fixed-rate run). Like PostgreSQL's WAL, it overwrites blocks of a file written
  * and fsync'd beforehand, so each fdatasync flushes 4 KiB of data and no metadata. Due times
- * are fixed (t0 + i * T); one that is missed is skipped, not made up in a burst. */
+ * are fixed (t0 + i * T); one that is missed is skipped, not made up in a burst.
+ * Beside each, what the whole device writes: a slow fdatasync that waited behind a burst of
+ * write-back (the kernel writing out the page cache's dirty data at once) tells apart from
+ * one of a disk that stalled on its own. */
 #define PROBE_BLOCKS 256
 static int run_fsync_probe(opts *o) {
     char path[4096];
@@ -747,7 +786,12 @@ static int run_fsync_probe(opts *o) {
     long cap = (long)(secs / every) + 2, n = 0, slow = 0;
     double *lat = malloc((size_t)cap * sizeof *lat);
     if (!lat) die("out of memory");
-    double t0 = now(), due = t0, t;
+    struct stat st;
+    if (fstat(fd, &st) != 0) die("%s: %s", path, strerror(errno));
+    /* write-back: the busiest 100-ms (or longer, when a probe was slower) window of the device */
+    double t0 = now(), due = t0, t, win_t = t0, burst = -1, burst_at = 0;
+    long long win_s = device_sectors_written(st.st_dev);
+    long dirty_max = dirty_kb();
     while ((t = now()) - t0 < secs && n < cap) {
         if (t < due) {
             double d = due - t;
@@ -755,6 +799,15 @@ static int run_fsync_probe(opts *o) {
             nanosleep(&ts, NULL);
         }
         double a = now();
+        long long sa = win_s >= 0 ? device_sectors_written(st.st_dev) : -1;
+        if (sa >= 0 && a - win_t >= 0.1) {
+            double mbps = (double)(sa - win_s) * 512 / 1e6 / (a - win_t);
+            if (mbps > burst) burst = mbps, burst_at = win_t - t0;
+            long dk = dirty_kb();
+            if (dk > dirty_max) dirty_max = dk;
+            win_t = a;
+            win_s = sa;
+        }
         if (pwrite(fd, block, sizeof block, (off_t)(n % PROBE_BLOCKS) * (off_t)sizeof block) != (ssize_t)sizeof block ||
             fdatasync(fd) != 0)
             die("%s: %s", path, strerror(errno));
@@ -762,7 +815,11 @@ static int run_fsync_probe(opts *o) {
         lat[n++] = b - a;
         if (b - a >= 0.05) {
             slow++;
-            fprintf(stderr, "fsync_probe: at %.2f s: %.1f ms\n", a - t0, (b - a) * 1e3);
+            long long sb = sa >= 0 ? device_sectors_written(st.st_dev) : -1;
+            if (sb >= 0)
+                fprintf(stderr, "fsync_probe: at %.2f s: %.1f ms; meanwhile the device wrote %.0f MB, %.0f MB dirty\n",
+                        a - t0, (b - a) * 1e3, (double)(sb - sa) * 512 / 1e6, (double)dirty_kb() / 1024);
+            else fprintf(stderr, "fsync_probe: at %.2f s: %.1f ms\n", a - t0, (b - a) * 1e3);
         }
         due += every;
         if (due < b) due = b + every - fmod(b - due, every); /* missed: the next due time ahead */
@@ -770,8 +827,10 @@ static int run_fsync_probe(opts *o) {
     close(fd);
     unlink(path);
     qsort(lat, (size_t)n, sizeof *lat, cmp_double);
-    printf("mode=fsync_probe fsyncs=%ld seconds=%.3f every_ms=%.1f p50_ms=%.2f p99_ms=%.2f max_ms=%.2f over_50ms=%ld\n", n,
-           t - t0, o->every_ms, pct(lat, n, 0.5) * 1e3, pct(lat, n, 0.99) * 1e3, n ? lat[n - 1] * 1e3 : 0.0, slow);
+    printf("mode=fsync_probe fsyncs=%ld seconds=%.3f every_ms=%.1f p50_ms=%.2f p99_ms=%.2f max_ms=%.2f over_50ms=%ld "
+           "device_write_max_mbps=%.0f device_write_max_at_s=%.1f dirty_max_mb=%.0f\n",
+           n, t - t0, o->every_ms, pct(lat, n, 0.5) * 1e3, pct(lat, n, 0.99) * 1e3, n ? lat[n - 1] * 1e3 : 0.0, slow, burst,
+           burst_at, dirty_max >= 0 ? (double)dirty_max / 1024 : -1.0);
     free(lat);
     return 0;
 }

@@ -295,12 +295,16 @@ row "fixed rate p50"                            "$(val "$TR" p50_ms)" "ms" "" ""
 row "fixed rate p90"                            "$(val "$TR" p90_ms)" "ms" "" "" - ""
 row "fixed rate p99"                            "$(val "$TR" p99_ms)" "ms" "" "" lt 50
 row "fixed rate max"                            "$(val "$TR" max_ms)" "ms" "" "" - ""
+row "  requests >= 50 ms"                        "$(val "$TR" over_50ms)" "of $(val "$TR" requests)" "p99 allows" \
+    "$(( $(val "$TR" requests) / 100 ))" - ""
 row "  1-s windows with a request >= 50 ms"      "$SLOW" "of $WINDOWS" "" "" - ""
 row "  checkpoints started during it"            "$CKPTS" "" "" "" - ""
 row "  machine CPU busy during it"              "$BUSY_TR" "%" "closed loop" "$BUSY_TA" - ""
 row "  fdatasync every 10 ms meanwhile, p99"     "$(val "$PROBE" p99_ms)" "ms" "" "" - ""
 row "  its max"                                  "$(val "$PROBE" max_ms)" "ms" "" "" - ""
 row "  its fdatasyncs >= 50 ms"                  "$(val "$PROBE" over_50ms)" "of $(val "$PROBE" fsyncs)" "" "" - ""
+row "  the disk's busiest 100 ms of writes"      "$(val "$PROBE" device_write_max_mbps)" "MB/s" "" "" - ""
+row "  page cache's dirty data, max"             "$(val "$PROBE" dirty_max_mb)" "MB" "" "" - ""
 SEQH=$(awk -v a="$(val "$SEQH0" mbps)" -v b="$(val "$SEQH1" mbps)" 'BEGIN { printf "%.1f", (a + b) / 2 }')
 row "  the same files written, before / after"   "$(val "$SEQH0" mbps)" "MB/s" "after" "$(val "$SEQH1" mbps)" - ""
 row "heap uploads, $HEAP_N x $HEAP_MB MB"        "$(val "$HB" mbps)" "MB/s" "same files, mean" "$SEQH" ge \
@@ -323,6 +327,9 @@ row "leakd + PostgreSQL PSS, peak"              "$(kb2mb "$PEAK")" "MB" "" "" le
 
 echo
 echo "leakd load benchmark — $(nproc) cores, PostgreSQL $PG_MODE, $TRACES_CONNS connections (traces; baselines $CONNS), db pool $DB_POOL$([[ $SMOKE == 1 ]] && echo ', SMOKE (figures meaningless)')"
+# When the kernel starts writing dirty data back decides how large its bursts are (docs/operations.md)
+wb() { cat "/proc/sys/vm/$1" 2>/dev/null || echo '?'; }
+echo "kernel write-back: dirty_background_bytes $(wb dirty_background_bytes), dirty_background_ratio $(wb dirty_background_ratio), dirty_expire_centisecs $(wb dirty_expire_centisecs)"
 awk -F'|' '
 function num(x) { return x + 0 }
 BEGIN { printf "%-46s %12s  %-28s %7s  %-12s %s\n", "figure", "value", "baseline", "ratio", "target", "";
