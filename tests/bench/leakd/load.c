@@ -733,8 +733,8 @@ static int scratch_file(const opts *o, const char *what, char *path, size_t cap)
     return fd;
 }
 
-/* Sectors written to the block device that holds `dir`, from /proc/diskstats; -1 when the
- * file system is not on one listed there (tmpfs, overlay, btrfs). */
+/* Sectors written to block device `dev` (a file's st_dev), from /proc/diskstats; -1 when its
+ * file system is not on a device listed there (tmpfs, overlay, btrfs). */
 static long long device_sectors_written(dev_t dev) {
     FILE *f = fopen("/proc/diskstats", "r");
     if (!f) return -1;
@@ -771,8 +771,8 @@ static long dirty_kb(void) {
  * and fsync'd beforehand, so each fdatasync flushes 4 KiB of data and no metadata. Due times
  * are fixed (t0 + i * T); one that is missed is skipped, not made up in a burst.
  * Beside each, what the whole device writes: a slow fdatasync that waited behind a burst of
- * write-back (the kernel writing out the page cache's dirty data at once) tells apart from
- * one of a disk that stalled on its own. */
+ * write-back (the kernel writing out the page cache's dirty data at once) can then be told
+ * from one of a disk that stalled on its own. */
 #define PROBE_BLOCKS 256
 static int run_fsync_probe(opts *o) {
     char path[4096];
@@ -802,7 +802,10 @@ static int run_fsync_probe(opts *o) {
         long long sa = win_s >= 0 ? device_sectors_written(st.st_dev) : -1;
         if (sa >= 0 && a - win_t >= 0.1) {
             double mbps = (double)(sa - win_s) * 512 / 1e6 / (a - win_t);
-            if (mbps > burst) burst = mbps, burst_at = win_t - t0;
+            if (mbps > burst) {
+                burst = mbps;
+                burst_at = win_t - t0;
+            }
             long dk = dirty_kb();
             if (dk > dirty_max) dirty_max = dk;
             win_t = a;
