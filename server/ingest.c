@@ -24,7 +24,12 @@
 #include "server.h"
 
 #define META_MAX (64u << 10)
-#define WRITEBACK_CHUNK (8u << 20)
+/* Writeback of a heap upload is started every this many bytes. Each start queues that much
+ * in the disk at once, and PostgreSQL's WAL writes queue behind it: with 8 MiB, traces reports
+ * at 3,000/s beside two uploads without pause had a p50 of 19-21 ms and 2,500-9,000 of 90,000
+ * at 50 ms or more; with 1 MiB 11-12 ms and 40-1,500 (four runs each), and uploads alone were
+ * as fast or faster (1,263-1,344 MB/s against 1,172-1,188, three each). */
+#define WRITEBACK_CHUNK (1u << 20)
 
 typedef struct {
     ld_mp *mp;

@@ -855,8 +855,8 @@ static int run_fsync(opts *o) {
     return 0;
 }
 
-/* seqwrite's 1 MiB chunks per writeback range: leakd's 8 MiB (ingest.c). */
-#define WRITEBACK_CHUNKS 8
+/* seqwrite's 1 MiB chunks per writeback range: leakd's 1 MiB (ingest.c). */
+#define WRITEBACK_CHUNKS 1
 
 /* One writer of run_seqwrite: files first, first + step, ... below files. */
 typedef struct {
@@ -897,7 +897,7 @@ static void *seq_write_files(void *arg) {
 }
 
 /* N files of M MB (--count, --mb) by C writers at once (--conns), each file written in 1 MiB
- * chunks with writeback started every 8 MiB and fsync'd before its writer starts the next, as
+ * chunks with writeback started every 1 MiB and fsync'd before its writer starts the next, as
  * leakd stores an upload; all kept until the end, as uploads stay on disk. */
 static int run_seqwrite(opts *o) {
     long files = o->count > 0 ? o->count : 1;
