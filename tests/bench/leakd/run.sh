@@ -3,7 +3,7 @@
 # PostgreSQL (tests/server/pg_cluster.sh) and a real `leakd serve` on loopback, measures the
 # baselines (fsyncs/s and fsync'd sequential MB/s in the data dir, pgbench commits/s on the same
 # cluster, leakd's GET /healthz rate), then traces and heap uploads and leakd's memory, and
-# prints one table: figure, value, baseline, ratio, target, OK/OVER. About 2 minutes.
+# prints one table: figure, value, baseline, ratio, target, OK/OVER. About 2.5 minutes.
 # Builds nothing: build leakd and leakd_load first
 #   cmake --build BUILD_DIR --target leakd leakd_load
 #
@@ -150,10 +150,10 @@ load() {
 # ---- sizes of the runs -----------------------------------------------------------------------
 if [[ $SMOKE == 1 ]]; then
     FSYNC_S=0.3 SEQ_MB=16 PGB_T=1 HZ=(--count 200) SIGS=20 WARM=20 RUN_A=(--count 60) RATE_S=1
-    HEAP_MB=1 HEAP_N=2 GROW=(1 2 4) GROW_N=2
+    HEAP_MB=1 HEAP_N=2 GROW=(1 2 4) GROW_N=2 MIX_S=1
 else
     FSYNC_S=2 SEQ_MB=256 PGB_T=5 HZ=(--seconds 3) SIGS=1000 WARM=1000 RUN_A=(--seconds "$SECONDS_A") RATE_S=$RATE_SECONDS
-    HEAP_MB=50 HEAP_N=16 GROW=(10 50 200) GROW_N=0 # 0: counts below
+    HEAP_MB=50 HEAP_N=16 GROW=(10 50 200) GROW_N=0 MIX_S=15 # GROW_N 0: counts below
 fi
 
 # ---- baselines -------------------------------------------------------------------------------
@@ -257,6 +257,21 @@ for mb in "${GROW[@]}"; do
     GROWN[$mb]=$(load heap --server "$SERVER" --key "$KEY" --app bench --mb "$mb" --conns 2 --count "$n" \
         --pss-pid "$LEAKD_PID" --pss-pid "$PG_PID")
 done
+
+# ---- (d) traces beside heap uploads ----------------------------------------------------------
+# On one disk, every commit's WAL write queues behind what the uploads have queued there.
+RATE50=$(awk -v r="$(val "$TA" rate)" 'BEGIN { x = int(r * 0.5); print x < 1 ? 1 : x }')
+say "(d) traces at $RATE50/s (50 %) for ${MIX_S} s, alone"
+MA=$(load traces --server "$SERVER" --key "$KEY" --app bench --sigs "$SIGS" --conns 128 --rate "$RATE50" \
+    --seconds "$MIX_S")
+say "(d) the same, while 2 connections upload $HEAP_MB MB dumps without pause"
+"$LOAD" heap --server "$SERVER" --key "$KEY" --app bench --mb "$HEAP_MB" --conns 2 --seconds "$MIX_S" \
+    >"$WORK/mixheap" 2>&1 &
+MIXHEAP_PID=$!
+MIXT=$(load traces --server "$SERVER" --key "$KEY" --app bench --sigs "$SIGS" --conns 128 --rate "$RATE50" \
+    --seconds "$MIX_S")
+wait "$MIXHEAP_PID" || { echo "heap (d) exit $?" >>"$WORK/failed"; echo "run.sh: the uploads beside (d) failed: $(tail -n 3 "$WORK/mixheap")" >&2; }
+MH=$(tail -n 1 "$WORK/mixheap")
 AFTER=$(load pss "$LEAKD_PID" "$PG_PID")
 FAILED=0
 [[ -s $WORK/failed ]] && FAILED=1
@@ -309,6 +324,13 @@ SEQH=$(awk -v a="$(val "$SEQH0" mbps)" -v b="$(val "$SEQH1" mbps)" 'BEGIN { prin
 row "  the same files written, before / after"   "$(val "$SEQH0" mbps)" "MB/s" "after" "$(val "$SEQH1" mbps)" - ""
 row "heap uploads, $HEAP_N x $HEAP_MB MB"        "$(val "$HB" mbps)" "MB/s" "same files, mean" "$SEQH" ge \
     "$(awk -v s="$SEQH" 'BEGIN { printf "%.1f", s / 2 }')"
+row "traces at 50 % ($RATE50/s), alone: p50"     "$(val "$MA" p50_ms)" "ms" "" "" - ""
+row "  its p99"                                  "$(val "$MA" p99_ms)" "ms" "" "" - ""
+row "  the same beside heap uploads: p50"        "$(val "$MIXT" p50_ms)" "ms" "alone" "$(val "$MA" p50_ms)" - ""
+row "  its p99"                                  "$(val "$MIXT" p99_ms)" "ms" "alone" "$(val "$MA" p99_ms)" - ""
+row "  its requests >= 50 ms"                    "$(val "$MIXT" over_50ms)" "of $(val "$MIXT" requests)" "alone" \
+    "$(val "$MA" over_50ms)" - ""
+row "  heap uploads meanwhile"                   "$(val "$MH" mbps)" "MB/s" "uploads alone" "$(val "$HB" mbps)" - ""
 row "leakd PSS, idle"                           "$(kb2mb "$(val "$IDLE" pss0_kb)")" "MB" "" "" lt 64
 row "PostgreSQL PSS, idle"                      "$(kb2mb "$(val "$IDLE" pss1_kb)")" "MB" "" "" - ""
 row "leakd PSS max, traces runs"                "$(kb2mb "$(max_of pss0_max_kb "$T1" "$T16")")" "MB" "idle" "$(kb2mb "$(val "$IDLE" pss0_kb)")" - ""
@@ -345,7 +367,7 @@ BEGIN { printf "%-46s %12s  %-28s %7s  %-12s %s\n", "figure", "value", "baseline
     printf "%-46s %12s  %-28s %7s  %-12s %s\n", $1, v, b, ratio, t, verdict
 }' "$ROWS"
 echo
-echo "requests: traces $(val "$TA" requests)+$(val "$T1" requests)+$(val "$T16" requests)+$(val "$TR" requests), heap $(val "$HB" requests)," \
+echo "requests: traces $(val "$TA" requests)+$(val "$T1" requests)+$(val "$T16" requests)+$(val "$TR" requests)+$(val "$MA" requests)+$(val "$MIXT" requests), heap $(val "$HB" requests)+$(val "$MH" requests)," \
      "non-2xx or failed: $([[ $FAILED == 0 ]] && echo none || echo SOME - see above); leakd log: $WARNS warn/error line(s)"
 [[ $FAILED == 0 ]] || exit 1
 exit 0
