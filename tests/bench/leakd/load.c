@@ -798,19 +798,21 @@ static int run_fsync_probe(opts *o) {
             struct timespec ts = {(time_t)d, (long)((d - (double)(time_t)d) * 1e9)};
             nanosleep(&ts, NULL);
         }
-        double a = now();
+        /* sampled before the timed flush, so that reading /proc is not in its latency */
+        double ts = now();
         long long sa = win_s >= 0 ? device_sectors_written(st.st_dev) : -1;
-        if (sa >= 0 && a - win_t >= 0.1) {
-            double mbps = (double)(sa - win_s) * 512 / 1e6 / (a - win_t);
+        if (sa >= 0 && ts - win_t >= 0.1) {
+            double mbps = (double)(sa - win_s) * 512 / 1e6 / (ts - win_t);
             if (mbps > burst) {
                 burst = mbps;
                 burst_at = win_t - t0;
             }
             long dk = dirty_kb();
             if (dk > dirty_max) dirty_max = dk;
-            win_t = a;
+            win_t = ts;
             win_s = sa;
         }
+        double a = now();
         if (pwrite(fd, block, sizeof block, (off_t)(n % PROBE_BLOCKS) * (off_t)sizeof block) != (ssize_t)sizeof block ||
             fdatasync(fd) != 0)
             die("%s: %s", path, strerror(errno));
