@@ -85,6 +85,22 @@ say() { printf '== %s %s\n' "$(date +%T.%3N)" "$*" >&2; }
 # /proc/stat's busy and total jiffies of all CPUs; busy_pct BEFORE AFTER: the machine's busy %
 cpu_ticks() { awk '$1 == "cpu" { print $2 + $3 + $4 + $7 + $8 + $9, $2 + $3 + $4 + $5 + $6 + $7 + $8 + $9; exit }' /proc/stat; }
 busy_pct() { awk -v a="$1" -v b="$2" 'BEGIN { split(a, x, " "); split(b, y, " "); printf "%.0f", (y[2] > x[2] ? 100 * (y[1] - x[1]) / (y[2] - x[2]) : 0) }'; }
+# tree_ticks ROOT...: CPU jiffies (user + system) of each ROOT and its descendants, one figure
+# per ROOT. A process that ended meanwhile is not counted (PostgreSQL's autovacuum workers).
+tree_ticks() {
+    cat /proc/[0-9]*/stat 2>/dev/null | awk -v roots="$*" '
+        { l = $0; sub(/^[0-9]+ \(.*\) /, "", l); split(l, f, " "); up[$1] = f[2]; t[$1] = f[12] + f[13] }
+        END { n = split(roots, r, " ")
+              for (p in t) for (q = p; q != "" && q > 1; q = up[q]) { hit = 0
+                  for (i = 1; i <= n; i++) if (q == r[i]) { s[i] += t[p]; hit = 1 }
+                  if (hit) break }
+              for (i = 1; i <= n; i++) printf "%d%s", s[i], i < n ? " " : "\n" }'
+}
+# us_per TICKS_BEFORE TICKS_AFTER FIELD REQUESTS: microseconds of CPU a request, from field
+# FIELD (1-based) of two tree_ticks or cpu_ticks lines
+us_per() { awk -v a="$1" -v b="$2" -v f="$3" -v n="$4" -v hz="$CLK_TCK" 'BEGIN { split(a, x, " "); split(b, y, " ")
+    printf "%.0f", (n > 0 ? (y[f] - x[f]) / hz * 1e6 / n : 0) }'; }
+CLK_TCK=$(getconf CLK_TCK)
 
 if [[ $SMOKE == 1 ]]; then PG_MODE=${PG_MODE_SMOKE:-test}; fi
 
@@ -191,9 +207,12 @@ T16=$(load traces --server "$SERVER" --key "$KEY" --app bench --sigs "$SIGS" --c
 # server in the very run that measures latency at 80 % (at 2,600/s, one pair: p99 580
 # against 63 ms).
 say "(a) traces, ~10 KB, $SIGS signatures, closed loop, $TRACES_CONNS connections"
-C0=$(cpu_ticks)
+C0=$(cpu_ticks) P0=$(tree_ticks "$LEAKD_PID" "$PG_PID")
 TA=$(load traces --server "$SERVER" --key "$KEY" --app bench --sigs "$SIGS" --conns "$TRACES_CONNS" "${RUN_A[@]}")
-BUSY_TA=$(busy_pct "$C0" "$(cpu_ticks)")
+C1=$(cpu_ticks) P1=$(tree_ticks "$LEAKD_PID" "$PG_PID")
+BUSY_TA=$(busy_pct "$C0" "$C1")
+N=$(val "$TA" requests)
+US_TA=("$(us_per "$P0" "$P1" 1 "$N")" "$(us_per "$P0" "$P1" 2 "$N")" "$(us_per "$C0" "$C1" 1 "$N")")
 # the mean batch of the traces runs, from leakd's /metrics
 METRICS_TEXT=$(python3 -c 'import sys,urllib.request; print(urllib.request.urlopen("http://"+sys.argv[1]+"/metrics", timeout=5).read().decode())' "127.0.0.1:$MPORT" 2>/dev/null || true)
 batch_mean() {
@@ -218,10 +237,13 @@ say "(a) traces, $SIGS signatures, fixed rate $RATE80/s (80 %) for ${RATE_S} s, 
 "$LOAD" fsync "$PGDIR" --every-ms 10 --seconds "$RATE_S" >"$WORK/probe" 2>&1 &
 PROBE_PID=$!
 # --timeline: latency per 1-s window of due times, to tell one stall from a slow run
-C0=$(cpu_ticks)
+C0=$(cpu_ticks) P0=$(tree_ticks "$LEAKD_PID" "$PG_PID")
 TR=$(load traces --server "$SERVER" --key "$KEY" --app bench --sigs "$SIGS" --conns 128 --rate "$RATE80" \
     --seconds "$RATE_S" --timeline 1 2>"$WORK/timeline")
-BUSY_TR=$(busy_pct "$C0" "$(cpu_ticks)")
+C1=$(cpu_ticks) P1=$(tree_ticks "$LEAKD_PID" "$PG_PID")
+BUSY_TR=$(busy_pct "$C0" "$C1")
+N=$(val "$TR" requests)
+US_TR=("$(us_per "$P0" "$P1" 1 "$N")" "$(us_per "$P0" "$P1" 2 "$N")" "$(us_per "$C0" "$C1" 1 "$N")")
 wait "$PROBE_PID" || echo "run.sh: the fdatasync probe failed: $(cat "$WORK/probe")" >&2
 PROBE=$(tail -n 1 "$WORK/probe")
 CKPTS=$(( $(grep -c 'checkpoint starting: time' "$PGDIR/server.log" || true) - CKPTS0 ))
@@ -302,6 +324,9 @@ row "traces reports/s, $SIGS signatures"       "$(val "$TA" rate)" "/s" "$BOUND"
 row "traces reports/s, one group"              "$(val "$T1" rate)" "/s" "$BOUND" "$BOUNDV" ge 2000
 row "  closed-loop p99, $SIGS signatures"      "$(val "$TA" p99_ms)" "ms" "" "" - ""
 row "  machine CPU busy during it"              "$BUSY_TA" "%" "" "" - ""
+row "  CPU a report: leakd"                     "${US_TA[0]}" "us" "" "" - ""
+row "  CPU a report: PostgreSQL"                "${US_TA[1]}" "us" "" "" - ""
+row "  CPU a report: the whole machine"         "${US_TA[2]}" "us" "" "" - ""
 row "  the same with $CONNS connections"       "$(val "$T16" rate)" "/s" "$BOUND" "$BOUNDV" - ""
 row "  its p99"                                 "$(val "$T16" p99_ms)" "ms" "" "" - ""
 row "  mean group-commit batch"                 "$(batch_mean)" "reports" "" "" - ""
@@ -315,6 +340,9 @@ row "  requests >= 50 ms"                        "$(val "$TR" over_50ms)" "of $(
 row "  1-s windows with a request >= 50 ms"      "$SLOW" "of $WINDOWS" "" "" - ""
 row "  checkpoints started during it"            "$CKPTS" "" "" "" - ""
 row "  machine CPU busy during it"              "$BUSY_TR" "%" "closed loop" "$BUSY_TA" - ""
+row "  CPU a report: leakd"                     "${US_TR[0]}" "us" "closed loop" "${US_TA[0]}" - ""
+row "  CPU a report: PostgreSQL"                "${US_TR[1]}" "us" "closed loop" "${US_TA[1]}" - ""
+row "  CPU a report: the whole machine"         "${US_TR[2]}" "us" "closed loop" "${US_TA[2]}" - ""
 row "  fdatasync every 10 ms meanwhile, p99"     "$(val "$PROBE" p99_ms)" "ms" "" "" - ""
 row "  its max"                                  "$(val "$PROBE" max_ms)" "ms" "" "" - ""
 row "  its fdatasyncs >= 50 ms"                  "$(val "$PROBE" over_50ms)" "of $(val "$PROBE" fsyncs)" "" "" - ""
