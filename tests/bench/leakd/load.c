@@ -22,9 +22,11 @@
  *
  * Closed loop (no --rate): every connection sends its next request as soon as its previous
  * answer is in. Open loop (--rate R): request i is due at t0 + i/R whether or not earlier
- * ones are answered; it goes out on the first free connection (the generator wakes to send
- * once a millisecond at most, so up to 1 ms late), and its latency counts from the time it
- * was due (no coordinated omission: a stalled server shows up in the latency).
+ * ones are answered; it goes out on the first free connection (the generator wakes once a
+ * millisecond, to send and to read what was answered meanwhile, so a request goes out up to
+ * 1 ms late), and its latency counts from the time it was due (no coordinated omission: a
+ * stalled server shows up in the latency) to the time the kernel received its answer
+ * (SO_TIMESTAMPNS), which the tick does not delay.
  *
  * Only loopback addresses are accepted. Every run is bounded by --count or --seconds (and a
  * hard stop at 2 × seconds + 30 s). The last line on stdout is `key=value ...` for run.sh.
