@@ -699,9 +699,10 @@ static int run_load(opts *o) {
         /* Open loop: sleep to the next TICK whatever comes meanwhile, then take every answer
          * that came and send what is due; each answer is timed by when the kernel received
          * it, not when it was read. The generator shares the server's two cores: spinning
-         * here took one away, and waking for every answer cost it 38-41 us of CPU a report at
-         * 3,000/s (27-33 without) against 9-15 in the closed loop. A request sent up to a TICK late has that
-         * in its latency, which counts from the due time. Closed loop: sleep until an answer. */
+         * here took one away, and waking for every answer cost it 38-41 us of CPU a report
+         * at 3,000/s (27-33 without) against 9-15 in the closed loop. A request sent up to a
+         * TICK late has that in its latency, which counts from the due time. Closed loop:
+         * sleep until an answer. */
         int n;
         if (o->rate > 0) {
             double next = t0 + ceil((now() - t0) / TICK + 1e-9) * TICK;

@@ -96,10 +96,12 @@ tree_ticks() {
                   if (hit) break }
               for (i = 1; i <= n; i++) printf "%d%s", s[i], i < n ? " " : "\n" }'
 }
-# us_per TICKS_BEFORE TICKS_AFTER FIELD REQUESTS: microseconds of CPU a request, from field
-# FIELD (1-based) of two tree_ticks or cpu_ticks lines
-us_per() { awk -v a="$1" -v b="$2" -v f="$3" -v n="$4" -v hz="$CLK_TCK" 'BEGIN { split(a, x, " "); split(b, y, " ")
-    printf "%.0f", (n > 0 ? (y[f] - x[f]) / hz * 1e6 / n : 0) }'; }
+# cpu_snap: "machine-busy machine-total leakd postgresql" jiffies now (busy_pct takes it too)
+cpu_snap() { echo "$(cpu_ticks) $(tree_ticks "$LEAKD_PID" "$PG_PID")"; }
+# us_each SNAP_BEFORE SNAP_AFTER REQUESTS: microseconds of CPU a request of leakd, PostgreSQL
+# and the whole machine
+us_each() { awk -v a="$1" -v b="$2" -v n="$3" -v hz="$CLK_TCK" 'BEGIN { split(a, x, " "); split(b, y, " ")
+    split("3 4 1", f, " "); for (i = 1; i <= 3; i++) printf "%.0f%s", (n > 0 ? (y[f[i]] - x[f[i]]) / hz * 1e6 / n : 0), i < 3 ? " " : "\n" }'; }
 CLK_TCK=$(getconf CLK_TCK)
 
 if [[ $SMOKE == 1 ]]; then PG_MODE=${PG_MODE_SMOKE:-test}; fi
@@ -207,12 +209,11 @@ T16=$(load traces --server "$SERVER" --key "$KEY" --app bench --sigs "$SIGS" --c
 # server in the very run that measures latency at 80 % (at 2,600/s, one pair: p99 580
 # against 63 ms).
 say "(a) traces, ~10 KB, $SIGS signatures, closed loop, $TRACES_CONNS connections"
-C0=$(cpu_ticks) P0=$(tree_ticks "$LEAKD_PID" "$PG_PID")
+C0=$(cpu_snap)
 TA=$(load traces --server "$SERVER" --key "$KEY" --app bench --sigs "$SIGS" --conns "$TRACES_CONNS" "${RUN_A[@]}")
-C1=$(cpu_ticks) P1=$(tree_ticks "$LEAKD_PID" "$PG_PID")
+C1=$(cpu_snap)
 BUSY_TA=$(busy_pct "$C0" "$C1")
-N=$(val "$TA" requests)
-US_TA=("$(us_per "$P0" "$P1" 1 "$N")" "$(us_per "$P0" "$P1" 2 "$N")" "$(us_per "$C0" "$C1" 1 "$N")")
+read -r -a US_TA <<<"$(us_each "$C0" "$C1" "$(val "$TA" requests)")"
 # the mean batch of the traces runs, from leakd's /metrics
 METRICS_TEXT=$(python3 -c 'import sys,urllib.request; print(urllib.request.urlopen("http://"+sys.argv[1]+"/metrics", timeout=5).read().decode())' "127.0.0.1:$MPORT" 2>/dev/null || true)
 batch_mean() {
@@ -237,13 +238,12 @@ say "(a) traces, $SIGS signatures, fixed rate $RATE80/s (80 %) for ${RATE_S} s, 
 "$LOAD" fsync "$PGDIR" --every-ms 10 --seconds "$RATE_S" >"$WORK/probe" 2>&1 &
 PROBE_PID=$!
 # --timeline: latency per 1-s window of due times, to tell one stall from a slow run
-C0=$(cpu_ticks) P0=$(tree_ticks "$LEAKD_PID" "$PG_PID")
+C0=$(cpu_snap)
 TR=$(load traces --server "$SERVER" --key "$KEY" --app bench --sigs "$SIGS" --conns 128 --rate "$RATE80" \
     --seconds "$RATE_S" --timeline 1 2>"$WORK/timeline")
-C1=$(cpu_ticks) P1=$(tree_ticks "$LEAKD_PID" "$PG_PID")
+C1=$(cpu_snap)
 BUSY_TR=$(busy_pct "$C0" "$C1")
-N=$(val "$TR" requests)
-US_TR=("$(us_per "$P0" "$P1" 1 "$N")" "$(us_per "$P0" "$P1" 2 "$N")" "$(us_per "$C0" "$C1" 1 "$N")")
+read -r -a US_TR <<<"$(us_each "$C0" "$C1" "$(val "$TR" requests)")"
 wait "$PROBE_PID" || echo "run.sh: the fdatasync probe failed: $(cat "$WORK/probe")" >&2
 PROBE=$(tail -n 1 "$WORK/probe")
 CKPTS=$(( $(grep -c 'checkpoint starting: time' "$PGDIR/server.log" || true) - CKPTS0 ))
