@@ -284,6 +284,19 @@ static void run_job(const ld_config *cfg, ld_db *db, const char *owner, ld_job *
             fail_job(db, job, owner, msg, 0, cfg->max_attempts);
         } else {
             ld_status st = ld_job_complete(db, job, owner, rep);
+            /* The database went away with the result in hand: store it once it is back, while
+             * the lease may still be ours. Completion checks the lease's owner, so a report
+             * another worker took over meanwhile is not counted twice. Dropping the result
+             * instead left the report 'analyzing' until its lease expired (60 s), then analyzed
+             * it all over again. */
+            if (st == LD_ERR_UNAVAILABLE)
+                ld_warn("report %s: the database is unavailable; its result will be stored when it is back",
+                        job->report_id);
+            double until = last_renew + cfg->lease_seconds;
+            while (st == LD_ERR_UNAVAILABLE && !stopping && mono() < until) {
+                sleep(1);
+                if (ld_db_check(db) == LD_OK) st = ld_job_complete(db, job, owner, rep);
+            }
             if (st == LD_OK) {
                 ld_info("report %s of %s: %zu leak group(s) in %.2f s", job->report_id, job->app_slug, rep->leak_count, secs);
                 ld_metrics_analysis(metrics, LD_ANALYSIS_DONE, secs);
@@ -302,7 +315,8 @@ static void run_job(const ld_config *cfg, ld_db *db, const char *owner, ld_job *
                 fail_job(db, job, owner, msg, 1, cfg->max_attempts);
             }
             else
-                ld_error("report %s: cannot store the result (%s); it will be analyzed again", job->report_id, ld_strerror(st));
+                ld_error("report %s: cannot store the result (%s); it will be analyzed again when its lease expires",
+                         job->report_id, ld_strerror(st));
             lw_leak_report_free(rep);
         }
     }

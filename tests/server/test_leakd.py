@@ -1452,6 +1452,46 @@ class T08_DatabaseDown(unittest.TestCase):
         print("    heap report analyzed %.1f s after PostgreSQL restarted" % (time.time() - t0), file=sys.stderr)
         self.assertEqual(srv.proc.poll(), None)
 
+    def test_result_finished_during_an_outage_is_stored_when_it_is_back(self):
+        """An analysis that ends while PostgreSQL is down: the worker keeps its result and
+        stores it once the database is back, on the same attempt. It used to drop it, and the
+        report stayed 'analyzing' until its lease expired (60 s), then was analyzed again (seen
+        in test_restart_while_uploads_are_in_flight, which waits 30 s)."""
+        cluster = H.Cluster()
+        self.addCleanup(cluster.destroy)
+        db = H.migrated_database(cluster.url)
+        app = H.create_app(db, "outage")
+        srv = H.Leakd(db, workers=1)
+        self.addCleanup(srv.cleanup)
+        srv.start()
+        http_ = H.Client(srv.port, API)
+        meta = H.make_meta("outage")
+        rid = meta["report_id"]
+        self.assertEqual(http_.upload_file(app.ingest, meta, INPUTS.slow_heap()).status, 202)
+        row = lambda: H.psql(db, "SELECT status, attempts, lease_owner FROM reports WHERE id = '%s'" % rid)[0]
+        owner = H.wait_for(lambda: (lambda r: r[2] if r[0] == "analyzing" and r[2] else None)(row()), 30,
+                           interval=0.02, what="the worker to claim the report")
+        worker = int(owner.rsplit(":", 1)[1])
+        child = H.wait_for(lambda: analysis_child(worker), 5, interval=0.01, what="the analysis child")
+        os.kill(child, signal.SIGSTOP)  # the analysis stays under way until the database is down
+        self.addCleanup(lambda: _kill_quietly(child))
+        cluster.stop_server()
+        try:
+            os.kill(child, signal.SIGCONT)
+            H.wait_for(lambda: analysis_child(worker) is None, 60, interval=0.05, what="the analysis to end")
+            H.wait_for(lambda: "cannot store the result" in srv.log() or "stored when it is back" in srv.log(), 10,
+                       what="the worker to find the database down\n" + srv.log()[-2000:])
+            time.sleep(1)
+        finally:
+            cluster.start_server()
+        t0 = time.time()
+        H.wait_for(lambda: row()[0] == "done", 20, interval=0.25,
+                   what="the result stored after the outage, not after the lease\n" + srv.log()[-3000:])
+        print("\n    stored %.1f s after PostgreSQL restarted" % (time.time() - t0), file=sys.stderr)
+        self.assertEqual(row()[:2], ["done", "1"])
+        self.assertEqual(http_.get("/v1/reports/" + rid, key=app.read).json["leaks_found"], 1)
+        self.assertNotIn("it will be analyzed again", srv.log())
+
     def test_restart_while_uploads_are_in_flight(self):
         """PostgreSQL restarted (fast stop, start) while 6 clients keep uploading traces reports
         and a few heap reports: every upload is answered 202, 200 or 503 + Retry-After (never a
