@@ -43,6 +43,7 @@ static const setting settings[] = {
     I("LEAKD_HTTP_THREADS", "--http-threads", http_threads, "0", 0, "event threads serving HTTP (0 = number of cores)"),
     I("LEAKD_DB_POOL", "--db-pool", db_pool, "16", 1, "PostgreSQL connections (and threads) for the requests' blocking steps"),
     I("LEAKD_DB_WRITERS", "--db-writers", db_writers, "2", 1, "connections that store traces reports in batches"),
+    I("LEAKD_DIRECT_UPLOADS", "--direct-uploads", direct_uploads, "16", 0, "heap uploads written with direct I/O at a time (0 = none)"),
     I("LEAKD_SHUTDOWN_TIMEOUT", "--shutdown-timeout", shutdown_timeout_s, "8", 0, "seconds to finish on SIGTERM"),
     I("LEAKD_RETENTION_DAYS", "--retention-days", retention_days, "90", 0, "reports older than this are deleted (0 = never)"),
     I("LEAKD_KEEP_BLOBS", "--keep-blobs", keep_blobs, "0", 0, "1 keeps a dump after its analysis (default: deleted)"),
@@ -76,6 +77,8 @@ const char ld_config_help[] =
     "  --min-upload-rate N         LEAKD_MIN_UPLOAD_RATE        bytes/s after 10 s (4096)\n"
     "  --http-threads N            LEAKD_HTTP_THREADS           event threads serving HTTP (number of cores)\n"
     "  --db-pool N                 LEAKD_DB_POOL                database connections for requests (16)\n"
+    "  --db-writers N              LEAKD_DB_WRITERS             connections storing traces reports (2)\n"
+    "  --direct-uploads N          LEAKD_DIRECT_UPLOADS         uploads written with direct I/O (16; 0 = none)\n"
     "  --shutdown-timeout S        LEAKD_SHUTDOWN_TIMEOUT       grace period on SIGTERM (8)\n"
     "  --retention-days N          LEAKD_RETENTION_DAYS         delete older reports (90; 0 = never)\n"
     "  --keep-blobs 0|1            LEAKD_KEEP_BLOBS             keep dumps after analysis (0: deleted)\n"

@@ -23,6 +23,7 @@ typedef struct ld_config {
     int http_threads;             /* LEAKD_HTTP_THREADS, libmicrohttpd's event threads, default: cores */
     int db_pool;                  /* LEAKD_DB_POOL, connections (and task threads) for requests, default 16 */
     int db_writers;               /* LEAKD_DB_WRITERS, report writer threads (group commit), default 2 */
+    int direct_uploads;           /* LEAKD_DIRECT_UPLOADS, heap uploads written with O_DIRECT at a time, default 16 */
     int shutdown_timeout_s;       /* LEAKD_SHUTDOWN_TIMEOUT, default 8 */
     int retention_days;           /* LEAKD_RETENTION_DAYS, default 90; 0 = keep forever */
     int keep_blobs;               /* LEAKD_KEEP_BLOBS: 1 keeps a dump after its analysis; default 0 */

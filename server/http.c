@@ -22,6 +22,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "blob_file.h"
 #include "log.h"
 #include "server.h"
 
@@ -398,7 +399,9 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         void (*then)(ld_req *) = r->then;
         r->then = NULL;
         if (then) then(r);
-        return step_done(r, r->suspended_at_end);
+        /* Resumed in the middle of the body (its file had caught up): on with what came. */
+        if (!r->body_bytes || r->suspended_at_end || !*upload_data_size || r->off_loop || r->suspended)
+            return step_done(r, r->suspended_at_end);
     }
     if (*upload_data_size > 0) {
         size_t n = *upload_data_size;
@@ -609,6 +612,8 @@ static void undo_start(ld_server *s) {
     n_api_daemons = 0;
     ld_task_pool_stop(s->tasks);
     s->tasks = NULL;
+    ld_blob_files_stop(s->blobs);
+    s->blobs = NULL;
     acceptor_stop();
 }
 
@@ -637,10 +642,11 @@ int ld_http_start(ld_server *s, char *err, size_t cap) {
         return -1;
     }
     s->tasks = ld_task_pool_start(s->cfg.db_pool, err, cap);
-    if (!s->tasks) {
+    if (s->tasks) s->blobs = ld_blob_files_start(s->tmp_dir, s->cfg.direct_uploads, err, cap);
+    if (!s->blobs) {
         free(cert);
         free(key);
-        acceptor_stop();
+        undo_start(s);
         return -1;
     }
     inflight.closing = 0;
@@ -730,6 +736,8 @@ void ld_http_stop(ld_server *s, double deadline) {
     acceptor_stop();
     ld_task_pool_stop(s->tasks);
     s->tasks = NULL;
+    ld_blob_files_stop(s->blobs); /* after the connections, which may still have freed files writing */
+    s->blobs = NULL;
     if (metrics_daemon) MHD_stop_daemon(metrics_daemon);
     metrics_daemon = NULL;
 }

@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "apps.h"
+#include "blob_file.h"
 #include "grouping.h"
 #include "leakcore.h"
 #include "log.h"
@@ -24,13 +25,6 @@
 #include "server.h"
 
 #define META_MAX (64u << 10)
-/* Writeback of a heap upload is started every this many bytes. Each start queues that much
- * in the disk at once, and PostgreSQL's WAL writes queue behind it: with 8 MiB, traces reports
- * at 3,000/s beside two uploads without pause had a p50 of 19-21 ms and 2,500-9,000 of 90,000
- * at 50 ms or more; with 1 MiB 11-12 ms and 40-1,500 (four runs each), and uploads alone were
- * as fast or faster (1,263-1,344 MB/s against 1,172-1,188, three each). */
-#define WRITEBACK_CHUNK (1u << 20)
-
 typedef struct {
     ld_mp *mp;
     int part;                 /* parts begun */
@@ -48,10 +42,9 @@ typedef struct {
     char app_slug[65];
     /* data */
     int in_data;
-    int fd;
-    char tmp_path[1200];
+    ld_blob_file *blob;       /* the heap part's temp file */
+    int blob_full;            /* its buffers are full: stop reading until it catches up */
     uint64_t data_bytes;
-    uint64_t flushed;         /* bytes of the temp file handed to writeback */
     char *traces;
     size_t traces_len;
     /* at the end */
@@ -168,11 +161,10 @@ static int on_part_begin(void *user, const char *name, const char *ctype) {
     }
     in->in_data = 1;
     if (strcmp(name, "heap") == 0) {
-        snprintf(in->tmp_path, sizeof in->tmp_path, "%s/upload-XXXXXX", r->srv->tmp_dir);
-        in->fd = mkostemp(in->tmp_path, O_CLOEXEC);
-        if (in->fd < 0) {
-            in->tmp_path[0] = 0;
-            ld_error("cannot create a temp file in %s: %s", r->srv->tmp_dir, strerror(errno));
+        char err[1400];
+        in->blob = ld_blob_file_create(r->srv->blobs, err, sizeof err);
+        if (!in->blob) {
+            ld_error("%s", err);
             fail(r, 503, "unavailable", "the server cannot store the upload now; retry later");
             ld_respond_retry_after(r, 30);
         }
@@ -200,31 +192,17 @@ static int on_part_data(void *user, const void *data, size_t len) {
         return 0;
     }
     if (!in->in_data) return 0;
-    if (in->fd >= 0) {
-        const char *p = data;
-        size_t left = len;
-        while (left) {
-            ssize_t w = write(in->fd, p, left);
-            if (w < 0 && errno == EINTR) continue;
-            if (w < 0) {
-                ld_error("writing %s: %s", in->tmp_path, strerror(errno));
-                fail(r, 503, "unavailable", "the server cannot store the upload now; retry later");
-                ld_respond_retry_after(r, 60);
-                return 0;
-            }
-            p += w;
-            left -= (size_t)w;
+    if (in->blob) {
+        char err[1400];
+        int rc = ld_blob_file_write(in->blob, data, len, err, sizeof err);
+        if (rc < 0) {
+            ld_error("%s", err);
+            fail(r, 503, "unavailable", "the server cannot store the upload now; retry later");
+            ld_respond_retry_after(r, 60);
+            return 0;
         }
+        in->blob_full |= rc == LD_BLOB_FULL;
         in->data_bytes += len;
-        /* Writeback starts as the upload arrives, WRITEBACK_CHUNK at a time: the fsync before
-         * the answer then waits for the tail only, and a large upload does not pile up as
-         * dirty page cache that the kernel flushes at once, stalling every other fsync on
-         * the disk (PostgreSQL's WAL among them) meanwhile. Advisory: fsync still decides. */
-        if (in->data_bytes - in->flushed >= WRITEBACK_CHUNK) {
-            (void)sync_file_range(in->fd, (off_t)in->flushed, (off_t)(in->data_bytes - in->flushed),
-                                  SYNC_FILE_RANGE_WRITE);
-            in->flushed = in->data_bytes;
-        }
         return 0;
     }
     if (in->traces_len + len > r->srv->cfg.max_traces_bytes) {
@@ -253,18 +231,26 @@ static int on_part_end(void *user) {
 
 static const ld_mp_callbacks mp_callbacks = {on_part_begin, on_part_data, on_part_end};
 
+static void blob_caught_up(void *arg) { ld_req_resume(arg); }
+
 static int on_chunk(ld_req *r, const char *data, size_t len) {
     ingest *in = r->state;
     if (in->failed) return 0; /* drain: the answer is decided */
     if (ld_mp_feed(in->mp, data, len) < 0 && !in->failed) fail(r, 400, "bad_multipart", ld_mp_error(in->mp));
+    if (in->blob_full && !in->failed) {
+        /* The disk is behind: read no more of this connection until it catches up. */
+        in->blob_full = 0;
+        r->suspended_at_end = 0;
+        if (ld_req_suspend(r, NULL) == 0) ld_blob_file_wait(in->blob, blob_caught_up, r);
+        else in->failed = 1; /* shutting down: the 503 is prepared */
+    }
     return 0;
 }
 
 static void cleanup(ld_req *r) {
     ingest *in = r->state;
     if (!in) return;
-    if (in->fd >= 0) close(in->fd);
-    if (in->tmp_path[0]) unlink(in->tmp_path);
+    ld_blob_file_free(in->blob);
     ld_mp_free(in->mp);
     json_decref(in->meta_json);
     free(in->meta);
@@ -274,14 +260,6 @@ static void cleanup(ld_req *r) {
     lw_leak_report_free(in->rep);
     free(in);
     r->state = NULL;
-}
-
-static int fsync_dir(const char *dir) {
-    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (fd < 0) return -1;
-    int rc = fsync(fd);
-    close(fd);
-    return rc;
 }
 
 /* Sends the report object `obj` (stolen): 202 for a new report, 200 for a repeat. */
@@ -320,14 +298,13 @@ static void store_heap(ld_req *r, ld_db *db, ld_report_in *rin) {
         answer_report(r, db, 0);
         return;
     }
-    if (fsync(in->fd) != 0 || close(in->fd) != 0) {
-        in->fd = -1;
-        ld_error("fsync %s: %s", in->tmp_path, strerror(errno));
+    char err[2900];
+    if (ld_blob_file_sync(in->blob, err, sizeof err) != 0) {
+        ld_error("%s", err);
         ld_respond_error(r, 503, "unavailable", "the server cannot store the upload now; retry later");
         ld_respond_retry_after(r, 60);
         return;
     }
-    in->fd = -1;
     if (mkdir(dir, 0750) != 0 && errno != EEXIST) {
         ld_error("mkdir %s: %s", dir, strerror(errno));
         ld_respond_error(r, 503, "unavailable", "the server cannot store the upload now; retry later");
@@ -335,13 +312,12 @@ static void store_heap(ld_req *r, ld_db *db, ld_report_in *rin) {
         return;
     }
     /* An orphan blob of the same id (a crash between rename and commit) is replaced. */
-    if (rename(in->tmp_path, final) != 0 || fsync_dir(dir) != 0) {
-        ld_error("rename %s -> %s: %s", in->tmp_path, final, strerror(errno));
+    if (ld_blob_file_rename(in->blob, final, dir, err, sizeof err) != 0) {
+        ld_error("%s", err);
         ld_respond_error(r, 503, "unavailable", "the server cannot store the upload now; retry later");
         ld_respond_retry_after(r, 60);
         return;
     }
-    in->tmp_path[0] = 0;
     rin->blob_path = rel;
     rin->blob_bytes = (int64_t)in->data_bytes;
     int created = 0;
@@ -540,7 +516,6 @@ void ld_ingest_begin(ld_req *r) {
         ld_respond_error(r, 503, "unavailable", "out of memory");
         return;
     }
-    in->fd = -1;
     r->state = in;
     r->body = &ingest_body;
     in->mp = ld_mp_new(boundary, NULL, &mp_callbacks, r);

@@ -24,6 +24,7 @@ typedef struct ld_server {
     ld_quota *quota;
     struct ld_report_writer *writer; /* stores traces reports by group commit */
     ld_task_pool *tasks;             /* the blocking steps of requests (http.c) */
+    struct ld_blob_files *blobs;     /* heap uploads' temp files and their writers (http.c) */
     ld_metrics metrics;
     char blob_dir[1100];
     char tmp_dir[1100];

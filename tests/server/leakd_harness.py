@@ -690,6 +690,14 @@ def make_meta(app, mode="heap", report_id=None, version="1.0", build=10, install
 
 # ---- traces -----------------------------------------------------------------------------
 
+def sha256_file(path):
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
 def sha1(s):
     return hashlib.sha1(s.encode()).hexdigest()
 

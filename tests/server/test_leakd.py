@@ -686,7 +686,10 @@ class T02_Ingest(ServerCase):
         print("\n    300 MB upload: leakd serve RSS %d kB -> peak %d kB (+%.1f MB)" % (base, peak[0], growth_mb),
               file=sys.stderr)
         self.assertLess(growth_mb, 40, "RSS grew by %.1f MB while streaming 300 MB" % growth_mb)
+        # what is on disk is what was sent, byte for byte (written directly, 1 MiB at a time,
+        # from buffers the connection fills while the disk writes the other)
         self.assertEqual(os.path.getsize(self.server.blob_path(app.slug, meta["report_id"])), size)
+        self.assertEqual(H.sha256_file(self.server.blob_path(app.slug, meta["report_id"])), H.sha256_file(path))
         self.assertEqual(self.report_row(meta["report_id"], "blob_bytes")[0], str(size))
         self.assertEqual([f for f in self.server.tmp_files() if f.startswith("upload-")], [])
         # random bytes are no HPROF: the analysis fails at once (and cleanly)

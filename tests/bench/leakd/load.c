@@ -10,9 +10,9 @@
  *   leakd_load fsync DIR --every-ms T [--seconds S]
  *                                          one 4 KiB overwrite + fdatasync every T ms, as a
  *                                          commit flushes the WAL: its latency, p50/p99/max
- *   leakd_load seqwrite DIR [--mb M] [--count N] [--conns C]
- *                                          N files of M MB by C writers, written as leakd
- *                                          writes an upload: MB/s
+ *   leakd_load seqwrite DIR [--mb M] [--count N] [--conns C] [--direct]
+ *                                          N files of M MB by C writers, each fsync'd: MB/s;
+ *                                          --direct: with O_DIRECT, as leakd writes an upload
  *   leakd_load pss PID...                  PSS (kB) of each PID's process tree, summed
  *
  * One thread, epoll, raw non-blocking sockets with HTTP/1.1 keep-alive: C connections, each
@@ -110,6 +110,7 @@ typedef struct {
     pid_t pss_pids[MAX_PSS_PIDS];
     int npss;
     const char *dir;
+    int direct;      /* seqwrite --direct: O_DIRECT, as leakd writes an upload (blob_file.c) */
 } opts;
 
 /* ---- PSS of process trees ----------------------------------------------------------------- */
@@ -887,7 +888,8 @@ static int run_fsync(opts *o) {
     return 0;
 }
 
-/* seqwrite's 1 MiB chunks per writeback range: leakd's 1 MiB (ingest.c). */
+/* seqwrite's 1 MiB chunks per writeback range through the page cache: what leakd does when
+ * direct I/O is refused or off (server/blob_file.c). */
 #define WRITEBACK_CHUNKS 1
 
 /* One writer of run_seqwrite: files first, first + step, ... below files. */
@@ -896,6 +898,7 @@ typedef struct {
     long first, step, files, mb;
     const char *buf;
     size_t chunk;
+    int direct; /* out: the file system took O_DIRECT */
 } seq_writer;
 
 static void seq_path(char *path, size_t cap, const opts *o, long f) {
@@ -905,19 +908,20 @@ static void seq_path(char *path, size_t cap, const opts *o, long f) {
 static void *seq_write_files(void *arg) {
     seq_writer *sw = arg;
     char path[4096];
-    char *buf = malloc(sw->chunk);
-    if (!buf) die("out of memory");
+    char *buf = NULL;
+    if (posix_memalign((void **)&buf, 4096, sw->chunk) != 0) die("out of memory");
     memcpy(buf, sw->buf, sw->chunk);
     uint64_t *w = (uint64_t *)buf;
     for (long f = sw->first; f < sw->files; f += sw->step) {
         seq_path(path, sizeof path, sw->o, f);
         int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
         if (fd < 0) die("%s: %s", path, strerror(errno));
+        /* as leakd: O_DIRECT set on the open file, the page cache where it is refused */
+        sw->direct = sw->o->direct && fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_DIRECT) == 0;
         for (long i = 0; i < sw->mb; i++) {
             w[0] = (uint64_t)(f * sw->mb + i); /* no two chunks alike */
             if (write(fd, buf, sw->chunk) != (ssize_t)sw->chunk) die("%s: %s", path, strerror(errno));
-            /* writeback started every WRITEBACK_CHUNKS, as leakd does (ingest.c) */
-            if ((i + 1) % WRITEBACK_CHUNKS == 0)
+            if (!sw->direct && (i + 1) % WRITEBACK_CHUNKS == 0)
                 (void)sync_file_range(fd, (off_t)(i + 1 - WRITEBACK_CHUNKS) * (off_t)sw->chunk,
                                       WRITEBACK_CHUNKS * (off_t)sw->chunk, SYNC_FILE_RANGE_WRITE);
         }
@@ -929,8 +933,9 @@ static void *seq_write_files(void *arg) {
 }
 
 /* N files of M MB (--count, --mb) by C writers at once (--conns), each file written in 1 MiB
- * chunks with writeback started every 1 MiB and fsync'd before its writer starts the next, as
- * leakd stores an upload; all kept until the end, as uploads stay on disk. */
+ * chunks and fsync'd before its writer starts the next; all kept until the end, as uploads
+ * stay on disk. Through the page cache with writeback started every 1 MiB, or (--direct) with
+ * O_DIRECT: the two ways leakd stores an upload. */
 static int run_seqwrite(opts *o) {
     long files = o->count > 0 ? o->count : 1;
     long mb = o->mb > 0 ? o->mb : 256;
@@ -945,7 +950,7 @@ static int run_seqwrite(opts *o) {
     for (size_t i = 0; i < chunk / 8; i++) w[i] = rnd();
     double t0 = now();
     for (int i = 0; i < nw; i++) {
-        sw[i] = (seq_writer){o, i, nw, files, mb, buf, chunk};
+        sw[i] = (seq_writer){o, i, nw, files, mb, buf, chunk, 0};
         if (pthread_create(&th[i], NULL, seq_write_files, &sw[i]) != 0) die("pthread_create failed");
     }
     for (int i = 0; i < nw; i++) pthread_join(th[i], NULL);
@@ -955,11 +960,13 @@ static int run_seqwrite(opts *o) {
         seq_path(path, sizeof path, o, f);
         unlink(path);
     }
+    int direct = sw[0].direct;
     free(th);
     free(sw);
     free(buf);
     double mbps = (double)(mb * files) * (double)chunk / t / 1e6;
-    printf("mode=seqwrite mb=%ld files=%ld writers=%d seconds=%.3f mbps=%.1f\n", mb, files, nw, t, mbps);
+    printf("mode=seqwrite mb=%ld files=%ld writers=%d direct=%d seconds=%.3f mbps=%.1f\n", mb, files, nw, direct, t,
+           mbps);
     return 0;
 }
 
@@ -970,7 +977,7 @@ static const char usage[] =
     "                  (--count N | --seconds S) [--rate R] [--sigs N] [--size BYTES] [--mb M]\n"
     "                  [--warmup-sigs] [--pss-pid PID]... [--timeline SECONDS]\n"
     "       leakd_load fsync DIR [--every-ms T] [--seconds S]\n"
-    "       leakd_load seqwrite DIR [--mb M] [--count N] [--conns C]\n"
+    "       leakd_load seqwrite DIR [--mb M] [--count N] [--conns C] [--direct]\n"
     "       leakd_load pss PID...\n";
 
 int main(int argc, char **argv) {
@@ -1015,6 +1022,7 @@ int main(int argc, char **argv) {
             if (o.npss == MAX_PSS_PIDS) die("at most %d --pss-pid", MAX_PSS_PIDS);
             o.pss_pids[o.npss++] = (pid_t)atoi(v);
         } else if (strcmp(f, "--warmup-sigs") == 0) o.warmup_sigs = 1;
+        else if (strcmp(f, "--direct") == 0) o.direct = 1;
         else die("unknown argument %s\n%s", f, usage);
 #undef ARG
     }

@@ -261,16 +261,17 @@ if [[ -n ${KEEP_TIMELINE:-} ]]; then cp "$WORK/timeline" "$KEEP_TIMELINE"; fi
 
 # ---- (b) heap uploads, (c) memory as bodies grow ------------------------------------------------
 # Their baseline writes the same files (HEAP_N of HEAP_MB, each fsync'd, two at a time as the
-# two connections upload) just before and just after them: the virtual disk's speed drifts by
+# two connections upload) the way leakd does (O_DIRECT, or the page cache where the file
+# system refuses it), just before and just after them: the virtual disk's speed drifts by
 # 5x over minutes, a short write early in the run measured its cache, not the rate it sustains
 # for this volume, and one writer at a time measured less than the disk gives two.
-say "baseline: $HEAP_N files of $HEAP_MB MB, 2 writers, each file fsync'd, in the data dir (before the uploads)"
-SEQH0=$(load seqwrite "$DATA" --mb "$HEAP_MB" --count "$HEAP_N" --conns 2)
+say "baseline: $HEAP_N files of $HEAP_MB MB, 2 writers, direct I/O, each file fsync'd, in the data dir (before the uploads)"
+SEQH0=$(load seqwrite "$DATA" --mb "$HEAP_MB" --count "$HEAP_N" --conns 2 --direct)
 say "(b) heap uploads of $HEAP_MB MB, 2 connections, $HEAP_N uploads"
 HB=$(load heap --server "$SERVER" --key "$KEY" --app bench --mb "$HEAP_MB" --conns 2 --count "$HEAP_N" \
     --pss-pid "$LEAKD_PID" --pss-pid "$PG_PID")
 say "baseline: the same files again (after the uploads)"
-SEQH1=$(load seqwrite "$DATA" --mb "$HEAP_MB" --count "$HEAP_N" --conns 2)
+SEQH1=$(load seqwrite "$DATA" --mb "$HEAP_MB" --count "$HEAP_N" --conns 2 --direct)
 declare -A GROWN
 for mb in "${GROW[@]}"; do
     n=$GROW_N
@@ -349,7 +350,8 @@ row "  its fdatasyncs >= 50 ms"                  "$(val "$PROBE" over_50ms)" "of
 row "  the disk's busiest 100 ms of writes"      "$(val "$PROBE" device_write_max_mbps)" "MB/s" "" "" - ""
 row "  page cache's dirty data, max"             "$(val "$PROBE" dirty_max_mb)" "MB" "" "" - ""
 SEQH=$(awk -v a="$(val "$SEQH0" mbps)" -v b="$(val "$SEQH1" mbps)" 'BEGIN { printf "%.1f", (a + b) / 2 }')
-row "  the same files written, before / after"   "$(val "$SEQH0" mbps)" "MB/s" "after" "$(val "$SEQH1" mbps)" - ""
+HOW=direct; [[ $(val "$SEQH0" direct) == 1 ]] || HOW="page cache: no O_DIRECT here"
+row "  the same files written ($HOW), before / after" "$(val "$SEQH0" mbps)" "MB/s" "after" "$(val "$SEQH1" mbps)" - ""
 row "heap uploads, $HEAP_N x $HEAP_MB MB"        "$(val "$HB" mbps)" "MB/s" "same files, mean" "$SEQH" ge \
     "$(awk -v s="$SEQH" 'BEGIN { printf "%.1f", s / 2 }')"
 row "traces at 50 % ($RATE50/s), alone: p50"     "$(val "$MA" p50_ms)" "ms" "" "" - ""
