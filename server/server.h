@@ -55,7 +55,7 @@ struct ld_req {
     char origin[256];               /* CORS: an allowed Origin, or "" */
     ld_route route;                 /* for metrics and the request's log line */
     char id[24];                    /* request id, sent back as X-Request-Id */
-    char note[64];                  /* more for the log line: where a stored traces report waited */
+    char note[160];                 /* more for the log line: the report, where a traces report waited */
     char error_code[32];            /* the error answered, for the log line */
     char error_msg[300];
     /* http.c: off the event loop and back */

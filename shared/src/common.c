@@ -56,7 +56,7 @@ char *lw__strndup(const char *s, size_t n) {
 
 char *lw__strdup(const char *s) { return s ? lw__strndup(s, strlen(s)) : NULL; }
 
-void lw__buf_append(lw__buf *b, const void *data, size_t len) {
+void lw__buf_grow_append(lw__buf *b, const void *data, size_t len) {
     if (b->failed) return;
     size_t max = b->max ? b->max : SIZE_MAX;
     if (len > max - b->size || b->size + len == SIZE_MAX) { b->failed = 1; return; }
@@ -72,8 +72,6 @@ void lw__buf_append(lw__buf *b, const void *data, size_t len) {
     b->size += len;
     b->data[b->size] = 0;
 }
-
-void lw__buf_puts(lw__buf *b, const char *s) { lw__buf_append(b, s, strlen(s)); }
 
 void lw__buf_printf(lw__buf *b, const char *fmt, ...) {
     char small[512];

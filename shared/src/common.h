@@ -33,8 +33,19 @@ typedef struct lw__buf {
     int failed; /* an append failed: out of memory or over max */
 } lw__buf;
 
-void lw__buf_append(lw__buf *b, const void *data, size_t len);
-void lw__buf_puts(lw__buf *b, const char *s);
+/* The JSON writer appends a few bytes at a time, thousands of times a document: the common
+ * case (room left, under max) is inline; growing and failing are lw__buf_grow_append's. */
+void lw__buf_grow_append(lw__buf *b, const void *data, size_t len);
+static inline void lw__buf_append(lw__buf *b, const void *data, size_t len) {
+    if (!b->failed && len < b->capacity - b->size && (!b->max || len <= b->max - b->size)) {
+        memcpy(b->data + b->size, data, len);
+        b->size += len;
+        b->data[b->size] = 0;
+        return;
+    }
+    lw__buf_grow_append(b, data, len);
+}
+static inline void lw__buf_puts(lw__buf *b, const char *s) { lw__buf_append(b, s, strlen(s)); }
 void lw__buf_printf(lw__buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* Returns the NUL-terminated contents (ownership to the caller) or NULL if anything failed. */
 char *lw__buf_take(lw__buf *b);
@@ -93,6 +104,24 @@ static inline unsigned lw__type_size(unsigned t, unsigned id_size) {
  * when it is not one (overlong forms, surrogates and code points over U+10FFFF are not). A
  * NUL-terminated string may pass avail = 4: a NUL ends the check before it reads further. */
 size_t lw__utf8_len(const unsigned char *s, size_t avail);
+
+/* The first byte in [s, end) that a JSON string cannot hold as it is — a control character,
+ * '"', '\\', or a byte of a multi-byte UTF-8 sequence — or end. Eight bytes at a time: the
+ * JSON read and written for each traces report is mostly such runs. */
+static inline const unsigned char *lw__json_plain_end(const unsigned char *s, const unsigned char *end) {
+    const uint64_t ones = 0x0101010101010101ull, highs = 0x8080808080808080ull;
+    while (end - s >= 8) {
+        uint64_t x, q, b;
+        memcpy(&x, s, 8);
+        q = x ^ (ones * '"');
+        b = x ^ (ones * '\\');
+        /* a byte under 0x20, a zero byte of q or b (a '"' or '\\'), or a high bit */
+        if ((((x - ones * 0x20) | (q - ones) | (b - ones)) & ~x & highs) | (x & highs)) break;
+        s += 8;
+    }
+    while (s < end && (unsigned)(*s - 0x20) < 0x60 && *s != '"' && *s != '\\') s++;
+    return s;
+}
 
 /* Java name of a primitive type ("int"), NULL for others. */
 const char *lw__type_name(unsigned t);

@@ -87,6 +87,11 @@ static int parse_string(parser *ps, const char **out, size_t *out_len) {
     const unsigned char *s = ps->p + 1;
     char *start = ps->jr->strings + ps->str_used, *o = start;
     for (;;) {
+        /* A run of printable ASCII other than '"' and '\\' (most of a string) is copied whole. */
+        const unsigned char *run = s;
+        s = lw__json_plain_end(s, ps->end);
+        memcpy(o, run, (size_t)(s - run));
+        o += s - run;
         if (s >= ps->end) return fail(ps, "unterminated string", s);
         unsigned c = *s;
         if (c == '"') break;

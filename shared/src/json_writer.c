@@ -29,9 +29,11 @@ static void value(lw__jw *w) {
 }
 
 static void quoted(lw__buf *b, const char *str) {
-    const unsigned char *s = (const unsigned char *)str, *run = s;
+    const unsigned char *s = (const unsigned char *)str, *run = s, *end = s + strlen(str);
     lw__buf_append(b, "\"", 1);
-    while (*s) {
+    for (;;) {
+        s = lw__json_plain_end(s, end); /* runs are appended whole, not a byte at a time */
+        if (s == end) break;
         size_t n = 1;
         const char *esc = NULL;
         char hex[8];
@@ -46,7 +48,7 @@ static void quoted(lw__buf *b, const char *str) {
             case '\t': esc = "\\t"; break;
             default: snprintf(hex, sizeof hex, "\\u%04X", *s); esc = hex;
             }
-        } else if (*s >= 0x80 && (n = lw__utf8_len(s, 4)) == 0) {
+        } else if ((n = lw__utf8_len(s, (size_t)(end - s) < 4 ? (size_t)(end - s) : 4)) == 0) {
             esc = "\xEF\xBF\xBD"; /* U+FFFD for the bad byte */
             n = 1;
         }

@@ -11,6 +11,7 @@ of one never see another's reports. Settings are in the environment (see leakd_h
 import hashlib
 import http.client
 import json
+import re
 import os
 import shutil
 import subprocess
@@ -806,7 +807,12 @@ class T02_Ingest(ServerCase):
                              after['leakd_traces_batch_duration_seconds_bucket{le="1"}'])
         # and a stored traces report's log line says where it waited
         log = self.server.log()
-        self.assertRegex(log, r"POST /v1/reports 202 [0-9.]+ms in=\d+ key=\d+ app=\S+ batch_wait=[0-9.]+ms batch=[0-9.]+ms")
+        self.assertRegex(log, r"POST /v1/reports 202 [0-9.]+ms in=\d+ key=\d+ app=\S+ report=[0-9a-f-]{36} traces accepted "
+                              r"batch_wait=[0-9.]+ms batch=[0-9.]+ms\n")
+        # one line a request: none more for the report
+        self.assertNotIn("was already stored", log)
+        self.assertEqual(len(re.findall(r"report=[0-9a-f-]{36} traces accepted", log)),
+                         len(re.findall(r"POST /v1/reports 202 ", log)))
         self.assertEqual(after['leakd_reports{status="done"}'],
                          float(one(self.db, "SELECT count(*) FROM reports WHERE status = 'done'")))
         conn = http.client.HTTPConnection("127.0.0.1", self.server.metrics_port, timeout=5)

@@ -221,6 +221,22 @@ static void test_encoder_repairs_bad_utf8_and_escapes(void **state) {
 }
 
 /* The parser under the decoder (json_reader.c): escapes, surrogate pairs, and what it refuses. */
+/* lw__json_plain_end (eight bytes at a time) agrees with a byte-at-a-time scan for every byte
+ * value at every offset of a word, past the end of a word and at the end of the input. */
+static void test_plain_run_scan_matches_bytewise(void **state) {
+    (void)state;
+    unsigned char buf[40];
+    for (int v = 0; v < 256; v++)
+        for (size_t at = 0; at < 24; at++)
+            for (size_t len = at; len <= at + 9 && len <= sizeof buf; len++) {
+                memset(buf, 'a', sizeof buf);
+                if (at < sizeof buf) buf[at] = (unsigned char)v;
+                const unsigned char *want = buf;
+                while (want < buf + len && *want >= 0x20 && *want < 0x80 && *want != '"' && *want != '\\') want++;
+                assert_ptr_equal(lw__json_plain_end(buf, buf + len), want);
+            }
+}
+
 static void test_json_reader_edges(void **state) {
     (void)state;
     lw__jr jr;
@@ -432,6 +448,7 @@ int main(void) {
         cmocka_unit_test(test_analysis_report_round_trips),
         cmocka_unit_test(test_encoded_names_match_the_contract),
         cmocka_unit_test(test_encoder_repairs_bad_utf8_and_escapes),
+        cmocka_unit_test(test_plain_run_scan_matches_bytewise),
         cmocka_unit_test(test_json_reader_edges),
         cmocka_unit_test(test_decoder_rejects_mutated_documents),
         cmocka_unit_test(test_decoder_rejects_malformed_json),
