@@ -811,7 +811,7 @@ class T02_Ingest(ServerCase):
                               r"batch_wait=[0-9.]+ms batch=[0-9.]+ms\n")
         # one line a request: none more for the report
         self.assertNotIn("was already stored", log)
-        self.assertEqual(len(re.findall(r"report=[0-9a-f-]{36} traces accepted", log)),
+        self.assertEqual(len(re.findall(r"POST /v1/reports 202 .* report=[0-9a-f-]{36} (?:heap|traces) accepted", log)),
                          len(re.findall(r"POST /v1/reports 202 ", log)))
         self.assertEqual(after['leakd_reports{status="done"}'],
                          float(one(self.db, "SELECT count(*) FROM reports WHERE status = 'done'")))
