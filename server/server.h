@@ -51,6 +51,7 @@ struct ld_req {
     const ld_body_handler *body;    /* set by a handler that reads the body */
     void *state;
     uint64_t body_bytes;
+    uint64_t content_length;        /* 0 when none was given */
     double started;                 /* monotonic seconds */
     char origin[256];               /* CORS: an allowed Origin, or "" */
     ld_route route;                 /* for metrics and the request's log line */
