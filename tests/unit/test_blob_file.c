@@ -52,12 +52,20 @@ static void on_ready(void *arg) {
     pthread_mutex_unlock(&w->mu);
 }
 
+/* After LD_BLOB_FULL, as the server does (there: suspended until ready is called). */
+static void wait_until_ready(ld_blob_file *f) {
+    waiter w = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0};
+    ld_blob_file_wait(f, on_ready, &w);
+    pthread_mutex_lock(&w.mu);
+    while (!w.ready) pthread_cond_wait(&w.cv, &w.mu);
+    pthread_mutex_unlock(&w.mu);
+}
+
 /* Writes `total` bytes in chunks of 1..max_chunk (a fixed sequence), waiting after
  * LD_BLOB_FULL as the server does (unless `ignore_full`); returns how often it was full. */
 static int write_body(ld_blob_file *f, uint64_t total, size_t max_chunk, int ignore_full) {
     unsigned char *chunk = malloc(max_chunk);
     assert_non_null(chunk);
-    waiter w = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0};
     uint64_t at = 0, seed = 7;
     int fulls = 0;
     char err[512];
@@ -71,12 +79,7 @@ static int write_body(ld_blob_file *f, uint64_t total, size_t max_chunk, int ign
         at += n;
         if (rc == LD_BLOB_FULL) {
             fulls++;
-            if (ignore_full) continue;
-            w.ready = 0;
-            ld_blob_file_wait(f, on_ready, &w);
-            pthread_mutex_lock(&w.mu);
-            while (!w.ready) pthread_cond_wait(&w.cv, &w.mu);
-            pthread_mutex_unlock(&w.mu);
+            if (!ignore_full) wait_until_ready(f);
         }
     }
     assert_int_equal(ld_blob_file_bytes(f), total);
@@ -230,13 +233,7 @@ static void test_failed_write_is_an_error(void **state) {
         err[0] = 0;
         for (int i = 0; i < 128 && rc >= 0; i++) { /* 8 MiB */
             rc = ld_blob_file_write(f, chunk, sizeof chunk, err, sizeof err);
-            if (rc == LD_BLOB_FULL) {
-                waiter w = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0};
-                ld_blob_file_wait(f, on_ready, &w);
-                pthread_mutex_lock(&w.mu);
-                while (!w.ready) pthread_cond_wait(&w.cv, &w.mu);
-                pthread_mutex_unlock(&w.mu);
-            }
+            if (rc == LD_BLOB_FULL) wait_until_ready(f);
         }
         if (rc >= 0) rc = ld_blob_file_sync(f, err, sizeof err);
         assert_int_equal(setrlimit(RLIMIT_FSIZE, &old), 0);
