@@ -415,9 +415,9 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         void (*then)(ld_req *) = r->then;
         r->then = NULL;
         if (then) then(r);
-        /* Resumed in the middle of the body (its file had caught up): on with what came. */
-        if (!r->body_bytes || r->suspended_at_end || !*upload_data_size || r->off_loop || r->suspended)
-            return step_done(r, r->suspended_at_end);
+        /* Resumed in the middle of the body (its file had caught up): on with what came since,
+         * or with the final call if the body had all come. */
+        if (!r->body_bytes || r->suspended_at_end || r->off_loop || r->suspended) return step_done(r, r->suspended_at_end);
     }
     if (*upload_data_size > 0) {
         size_t n = *upload_data_size;
