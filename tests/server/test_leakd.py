@@ -1412,15 +1412,19 @@ class T08_DatabaseDown(unittest.TestCase):
     """PostgreSQL stops under a running leakd: 503 + Retry-After (never 401 for a known key),
     /readyz 503, /healthz 200; it starts again: everything recovers without restarting leakd."""
 
-    def test_database_outage_and_recovery(self):
+    def own_cluster_and_leakd(self, slug, **leakd_options):
+        """A cluster of this test's own (it will be stopped), an app and a running leakd."""
         cluster = H.Cluster()
         self.addCleanup(cluster.destroy)
         db = H.migrated_database(cluster.url)
-        app = H.create_app(db, "down")
-        srv = H.Leakd(db, workers=1)
+        app = H.create_app(db, slug)
+        srv = H.Leakd(db, **leakd_options)
         self.addCleanup(srv.cleanup)
         srv.start()
-        http_ = H.Client(srv.port, API)
+        return cluster, db, app, srv, H.Client(srv.port, API)
+
+    def test_database_outage_and_recovery(self):
+        cluster, db, app, srv, http_ = self.own_cluster_and_leakd("down", workers=1)
         doc = json.dumps(INPUTS.traces_json("listener_list")).encode()
         self.assertEqual(http_.upload(app.ingest, H.make_meta("down", mode="traces"), doc, "traces", "application/json").status, 202)
         self.assertEqual(http_.get("/v1/apps/down/leaks", key=app.read).status, 200)  # both keys are cached now
@@ -1470,14 +1474,7 @@ class T08_DatabaseDown(unittest.TestCase):
         stores it once the database is back, on the same attempt. It used to drop it, and the
         report stayed 'analyzing' until its lease expired (60 s), then was analyzed again (seen
         in test_restart_while_uploads_are_in_flight, which waits 30 s)."""
-        cluster = H.Cluster()
-        self.addCleanup(cluster.destroy)
-        db = H.migrated_database(cluster.url)
-        app = H.create_app(db, "outage")
-        srv = H.Leakd(db, workers=1)
-        self.addCleanup(srv.cleanup)
-        srv.start()
-        http_ = H.Client(srv.port, API)
+        cluster, db, app, srv, http_ = self.own_cluster_and_leakd("outage", workers=1)
         meta = H.make_meta("outage")
         rid = meta["report_id"]
         self.assertEqual(http_.upload_file(app.ingest, meta, INPUTS.slow_heap()).status, 202)
@@ -1512,14 +1509,7 @@ class T08_DatabaseDown(unittest.TestCase):
         503 is absent or complete and is stored by one retry of the same body; the groups count
         each report once. The report writer's connection, the request pool and the workers all
         come back without restarting leakd."""
-        cluster = H.Cluster()
-        self.addCleanup(cluster.destroy)
-        db = H.migrated_database(cluster.url)
-        app = H.create_app(db, "inflight")
-        srv = H.Leakd(db, workers=2, quota_reports_per_min=0)
-        self.addCleanup(srv.cleanup)
-        srv.start()
-        http_ = H.Client(srv.port, API)
+        cluster, db, app, srv, http_ = self.own_cluster_and_leakd("inflight", workers=2, quota_reports_per_min=0)
         self.assertEqual(http_.get("/v1/apps/inflight/leaks", key=app.read).status, 200)  # the read key is cached
         leaks = [H.synthetic_leak("com.example.InflightBus%d" % i, "com.example.InflightScreen%d" % i) for i in (0, 1)]
         sigs = [l["signature"] for l in leaks]
