@@ -176,12 +176,13 @@ ld_blob_file *ld_blob_file_create(ld_blob_files *s, char *err, size_t cap) {
 static int write_at(int fd, const char *buf, size_t len, uint64_t off) {
     while (len) {
         ssize_t w = pwrite(fd, buf, len, (off_t)off);
-        if (w < 0 && errno == EINTR) continue;
-        if (w < 0 && errno == EINVAL) {
+        int e = w < 0 ? errno : 0;
+        if (e == EINTR) continue;
+        if (e == EINVAL) {
             int fl = fcntl(fd, F_GETFL);
             if (fl >= 0 && (fl & O_DIRECT) && fcntl(fd, F_SETFL, fl & ~O_DIRECT) == 0) continue;
         }
-        if (w < 0) return errno;
+        if (e) return e; /* pwrite's, not what the fcntl calls left in errno */
         if (w == 0) return EIO;
         buf += w;
         len -= (size_t)w;
