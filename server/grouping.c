@@ -52,8 +52,8 @@ static const char group_stored_sql[] =
     "  FROM unnest($1::bigint[], $2::uuid[]) WITH ORDINALITY AS o(app_id, id, ord)"
     "  CROSS JOIN LATERAL (SELECT * FROM reports x WHERE x.app_id = o.app_id AND x.id = o.id"
     "    AND NOT EXISTS (SELECT 1 FROM occurrences c WHERE c.report_id = x.id)) r"
-    "  CROSS JOIN LATERAL json_array_elements(r.result->'leaks') WITH ORDINALITY AS l(leak, lord)),"
-    LD_GROUPING_CTES("json_extract_path((SELECT r.result FROM reports r WHERE r.id = (p.leak->>'report')::uuid),"
+    "  CROSS JOIN LATERAL json_array_elements(r.result::json->'leaks') WITH ORDINALITY AS l(leak, lord)),"
+    LD_GROUPING_CTES("json_extract_path((SELECT r.result::json FROM reports r WHERE r.id = (p.leak->>'report')::uuid),"
                      " 'leaks', p.leak->>'index', 'traces', '0')")
     " SELECT count(*) FROM grp";
 

@@ -134,7 +134,7 @@ static ld_status complete_once(ld_db *db, const ld_job *job, const char *owner, 
     ld_status st = ld_db_begin(db);
     if (st != LD_OK) return st;
     st = leased_update(db, job, owner,
-                       "UPDATE reports SET status = 'done', result = $5::json, leaks_found = $6::int,"
+                       "UPDATE reports SET status = 'done', result = $5, leaks_found = $6::int,"
                        " analyzed_at = now(), error = NULL, lease_owner = NULL, lease_until = NULL" LEASE_IS_OURS,
                        2, p);
     const char *id = job->report_id;

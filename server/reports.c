@@ -122,15 +122,15 @@ static void buf_be32(text_buf *b, uint32_t v) {
     buf_add(b, x, 4);
 }
 
-/* PostgreSQL's OID of type json: the element type of the results' array. */
-#define JSON_OID 114u
+/* PostgreSQL's OID of type text: the element type of the results' array. */
+#define TEXT_OID 25u
 
 /* The batch for the insert statement, in three parameters:
  * - doc, a JSON array with each report's row fields and, per leak, the few fields grouping
  *   needs, its place in the batch (ord) and in its report (index). PostgreSQL builds it as a
  *   `jsonb`, so it is kept small: no trace in it.
- * - results, the reports' trace JSON as a `json[]` in PostgreSQL's binary array format
- *   (array_send): each document is stored as it is, and PostgreSQL only checks it.
+ * - results, the reports' trace JSON as a `text[]` in PostgreSQL's binary array format
+ *   (array_send): each document is stored as it is, unchecked (leakd wrote it; 0006).
  * - ids, the ids as an array literal. */
 static ld_status batch_doc(const ld_traces_item *items, size_t n, text_buf *doc, text_buf *results, text_buf *ids) {
     char num[160];
@@ -138,7 +138,7 @@ static ld_status batch_doc(const ld_traces_item *items, size_t n, text_buf *doc,
     buf_str(ids, "{");
     buf_be32(results, 1);        /* dimensions */
     buf_be32(results, 0);        /* no NULLs */
-    buf_be32(results, JSON_OID); /* element type */
+    buf_be32(results, TEXT_OID); /* element type */
     buf_be32(results, (uint32_t)n);
     buf_be32(results, 1);        /* lower bound */
     for (size_t i = 0; i < n; i++) {
@@ -196,7 +196,7 @@ static ld_status batch_doc(const ld_traces_item *items, size_t n, text_buf *doc,
 static const char insert_traces_sql[] =
     "WITH batch AS ("
     "  SELECT (x->>'id')::uuid AS id, (x->>'app')::bigint AS app_id, x, result, ord"
-    "  FROM ROWS FROM (jsonb_array_elements($1::jsonb), unnest($2::json[])) WITH ORDINALITY AS b(x, result, ord)),"
+    "  FROM ROWS FROM (jsonb_array_elements($1::jsonb), unnest($2::text[])) WITH ORDINALITY AS b(x, result, ord)),"
     " ins AS ("
     "  INSERT INTO reports (id, app_id, mode, status, app_version, build, install_id, meta, result,"
     "    leaks_found, analyzed_at)"
@@ -210,7 +210,7 @@ static const char insert_traces_sql[] =
     "    b.x->>'install' AS install_id, b.ord, l.leak, l.lord"
     "  FROM (SELECT DISTINCT ON (id) id, app_id, x, ord FROM batch ORDER BY id, ord) b JOIN ins ON ins.id = b.id"
     "  CROSS JOIN LATERAL jsonb_array_elements(b.x->'leaks') WITH ORDINALITY AS l(leak, lord)),"
-    LD_GROUPING_CTES("json_extract_path((SELECT r.result FROM batch r WHERE r.ord = (p.leak->>'ord')::bigint),"
+    LD_GROUPING_CTES("json_extract_path((SELECT r.result::json FROM batch r WHERE r.ord = (p.leak->>'ord')::bigint),"
                      " 'leaks', p.leak->>'index', 'traces', '0')")
     " SELECT coalesce(array_agg(id::text || '|' ||"
     "   to_char(received_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"')), '{}') FROM ins";
@@ -342,7 +342,7 @@ ld_status ld_report_get(ld_db *db, int64_t app_id, const char *report_id, json_t
                     "  'leaks', CASE WHEN r.status = 'done' THEN COALESCE(("
                     "    SELECT json_agg(json_build_object('signature', l->'signature', 'kind', l->'kind',"
                     "      'short_description', l->'short_description', 'count', l->'count') ORDER BY n)"
-                    "    FROM json_array_elements(r.result->'leaks') WITH ORDINALITY AS x(l, n)), '[]'::json)"
+                    "    FROM json_array_elements(r.result::json->'leaks') WITH ORDINALITY AS x(l, n)), '[]'::json)"
                     "    ELSE '[]'::json END)"
                     " FROM reports r JOIN apps a ON a.id = r.app_id"
                     " WHERE r.app_id = $1 AND r.id = $2::uuid",

@@ -348,7 +348,8 @@ static void link_migration(const char *dir, const char *name)
 
 /* 0004 re-keys a group's devices by (app, signature): the devices a server counted before it
  * are still there after it, and still not new. 0005 stores the documents as json: the same
- * documents, still compressed with lz4 and without statistics. */
+ * documents, still compressed with lz4 and without statistics; 0006 as text, and checks
+ * signatures without a regex, to the same rule. */
 static void test_migrations_keep_data(void **state)
 {
     ld_db *db = *state;
@@ -406,6 +407,28 @@ static void test_migrations_keep_data(void **state)
                  " WHERE attrelid IN ('reports'::regclass, 'leak_groups'::regclass)"
                  "  AND attname IN ('result', 'representative')",
                  "representative json l 0,result json l 0");
+
+    link_migration(dir, "0006_result_text.sql");
+    assert_int_equal(ld_migrate(db, dir, &applied, &version, err, sizeof err), LD_OK);
+    assert_int_equal(applied, 1);
+    assert_int_equal(version, 6);
+    assert_query(db, "SELECT pg_typeof(result)::text || ' ' || (result::json->'leaks'->0->>'count') FROM reports", "text 2");
+    assert_query(db,
+                 "SELECT string_agg(attname || ' ' || format_type(atttypid, atttypmod) || ' ' || attcompression::text || ' '"
+                 "  || attstattarget, ',' ORDER BY attname) FROM pg_attribute"
+                 " WHERE attrelid = 'reports'::regclass AND attname = 'result'",
+                 "result text l 0");
+    /* the signature rule without the regex: 40 lower-case hex digits, nothing else */
+    assert_int_equal(ld_db_exec_script(db, "UPDATE leak_groups SET signature = left(repeat('0123456789abcdef', 3), 40)"
+                                           " WHERE signature = repeat('a', 40)"),
+                     LD_OK);
+    static const char *const bad[] = {"repeat('A', 40)", "repeat('a', 39)", "repeat('a', 41)", "repeat('g', 40)",
+                                      "repeat('a', 39) || ' '", "repeat('a', 38) || 'é'"};
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        char sql[256];
+        snprintf(sql, sizeof sql, "UPDATE leak_groups SET signature = %s WHERE signature = repeat('b', 40)", bad[i]);
+        assert_int_not_equal(ld_db_exec_script(db, sql), LD_OK);
+    }
     remove_dir(dir);
     free(dir);
 }

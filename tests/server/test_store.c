@@ -397,7 +397,7 @@ static void test_traces_report_groups(void **state) {
     /* the stored result carries the recomputed signatures */
     char id[37], v[64];
     uuid_n(id, 1);
-    report_field(c, id, "result->'leaks'->0->>'signature'", v, sizeof v);
+    report_field(c, id, "result::json->'leaks'->0->>'signature'", v, sizeof v);
     assert_string_equal(v, SIG_GCROOT);
     report_field(c, id, "leaks_found", v, sizeof v);
     assert_string_equal(v, "2");
@@ -905,7 +905,7 @@ static void test_complete_once(void **state) {
     char v[128];
     report_field(c, job.report_id,
                  "status || ' ' || leaks_found || ' ' || (analyzed_at IS NOT NULL) || ' ' || (lease_owner IS NULL)"
-                 " || ' ' || json_array_length(result->'leaks')",
+                 " || ' ' || json_array_length(result::json->'leaks')",
                  v, sizeof v);
     assert_string_equal(v, "done 2 true true 2");
     ld_job_clear(&job);
