@@ -383,8 +383,48 @@ static void test_decoder_rejects_mutated_documents(void **state) {
         assert_null(r);
         assert_int_equal(err.status, m->expect);
         assert_true(err.message[0] != 0);
+        /* the message names the object: "leaks[0].traces[0].elements[1]: ..." for that path */
+        char want[128] = "", *w = want;
+        if (strncmp(m->path, "leaks", 5) == 0) {
+            const char *p = m->path;
+            while (*p) {
+                size_t nl = strcspn(p, ".");
+                const char *num = p[nl] ? p + nl + 1 : "";
+                size_t dl = strspn(num, "0123456789");
+                if (dl == 0 && !*num && !m->key) num = "0", dl = 1; /* an array element replaced */
+                if (dl == 0) break;
+                w += sprintf(w, "%s%.*s[%.*s]", w == want ? "" : ".", (int)nl, p, (int)dl, num);
+                p = num + dl;
+                if (*p == '.') p++;
+                if (!*num) break;
+            }
+        }
+        if (want[0] && strncmp(err.message, "trace JSON is malformed", 23) != 0 && (strncmp(err.message, want, strlen(want)) != 0 || err.message[strlen(want)] != ':'))
+            fail_msg("%s: message \"%s\" does not start with \"%s:\"", m->what, err.message, want);
         free(text);
     }
+}
+
+/* Paths with indices of several digits: the 12th leak's 11th element. */
+static void test_decoder_names_deep_indices(void **state) {
+    (void)state;
+    json_error_t je;
+    json_t *root = json_loads(base_doc, 0, &je);
+    assert_non_null(root);
+    json_t *leaks = json_object_get(root, "leaks");
+    json_t *leak = json_deep_copy(json_array_get(leaks, 0));
+    json_t *els = json_object_get(json_array_get(json_object_get(leak, "traces"), 0), "elements");
+    while (json_array_size(els) < 12) json_array_insert_new(els, 0, json_deep_copy(json_array_get(els, 0)));
+    json_object_set_new(json_array_get(els, 10), "leaking", json_string("MAYBE"));
+    while (json_array_size(leaks) < 11) json_array_append_new(leaks, json_deep_copy(json_array_get(leaks, 0)));
+    json_array_append_new(leaks, leak);
+    char *text = json_dumps(root, JSON_COMPACT | JSON_PRESERVE_ORDER);
+    json_decref(root);
+    lw_leak_report *r = NULL;
+    lw_error err = {0};
+    assert_int_equal(decode(text, NULL, &r, &err), LW_ERR_FORMAT);
+    assert_string_equal(err.message, "leaks[11].traces[0].elements[10]: leaking must be YES, NO or UNKNOWN");
+    free(text);
 }
 
 static void test_decoder_rejects_malformed_json(void **state) {
@@ -451,6 +491,7 @@ int main(void) {
         cmocka_unit_test(test_plain_run_scan_matches_bytewise),
         cmocka_unit_test(test_json_reader_edges),
         cmocka_unit_test(test_decoder_rejects_mutated_documents),
+        cmocka_unit_test(test_decoder_names_deep_indices),
         cmocka_unit_test(test_decoder_rejects_malformed_json),
         cmocka_unit_test(test_decoder_enforces_every_limit),
     };
