@@ -117,20 +117,27 @@ static void set_response(ld_req *r, unsigned status, struct MHD_Response *resp) 
     r->status = status;
 }
 
+void ld_respond_json_text(ld_req *r, unsigned status, char *text) {
+    static const char nomem[] = "{\"error\":{\"code\":\"internal\",\"message\":\"out of memory\"}}\n";
+    struct MHD_Response *resp =
+        text ? MHD_create_response_from_buffer(strlen(text), text, MHD_RESPMEM_MUST_FREE)
+             : MHD_create_response_from_buffer(sizeof nomem - 1, (void *)nomem, MHD_RESPMEM_PERSISTENT);
+    MHD_add_response_header(resp, "Content-Type", "application/json");
+    set_response(r, text ? status : 500, resp);
+}
+
 void ld_respond_json(ld_req *r, unsigned status, json_t *body) {
     char *text = json_dumps(body, JSON_COMPACT | JSON_PRESERVE_ORDER);
     json_decref(body);
-    if (!text) text = strdup("{\"error\":{\"code\":\"internal\",\"message\":\"out of memory\"}}"), status = 500;
-    size_t len = strlen(text);
-    char *with_nl = realloc(text, len + 2);
+    size_t len = text ? strlen(text) : 0;
+    char *with_nl = text ? realloc(text, len + 2) : NULL;
     if (with_nl) {
-        text = with_nl;
-        text[len++] = '\n';
-        text[len] = 0;
+        with_nl[len] = '\n';
+        with_nl[len + 1] = 0;
+    } else {
+        free(text);
     }
-    struct MHD_Response *resp = MHD_create_response_from_buffer(len, text, MHD_RESPMEM_MUST_FREE);
-    MHD_add_response_header(resp, "Content-Type", "application/json");
-    set_response(r, status, resp);
+    ld_respond_json_text(r, status, with_nl);
 }
 
 void ld_respond_error(ld_req *r, unsigned status, const char *code, const char *fmt, ...) {

@@ -31,7 +31,7 @@ typedef struct {
     int failed;               /* a response is prepared; the rest of the body is only drained */
     char want[8];             /* "heap" or "traces": the data part meta announced */
     /* meta */
-    char *meta;
+    char *meta;               /* as sent, '\0'-terminated: stored as it is once checked */
     size_t meta_len;
     json_t *meta_json;
     char report_id[37];
@@ -48,7 +48,6 @@ typedef struct {
     char *traces;
     size_t traces_len;
     /* at the end */
-    char *meta_text;          /* meta as stored */
     lw_leak_report *rep;      /* a traces report being stored, */
     char *result_json;        /* its trace JSON with the server's signatures */
     ld_traces_item item;      /* and what the report writer stores */
@@ -189,6 +188,7 @@ static int on_part_data(void *user, const void *data, size_t len) {
         in->meta = n;
         memcpy(in->meta + in->meta_len, data, len);
         in->meta_len += len;
+        in->meta[in->meta_len] = '\0';
         return 0;
     }
     if (!in->in_data) return 0;
@@ -255,17 +255,16 @@ static void cleanup(ld_req *r) {
     json_decref(in->meta_json);
     free(in->meta);
     free(in->traces);
-    free(in->meta_text);
     free(in->result_json);
     lw_leak_report_free(in->rep);
     free(in);
     r->state = NULL;
 }
 
-/* Sends the report object `obj` (stolen): 202 for a new report, 200 for a repeat. */
-static void answered(ld_req *r, json_t *obj, int created) {
+/* Counts the answer prepared for a report (202 for a new one, 200 for a repeat) and notes it
+ * on the request's log line. */
+static void answered(ld_req *r, int created) {
     ingest *in = r->state;
-    ld_respond_json(r, created ? 202 : 200, obj);
     atomic_fetch_add(created ? &r->srv->metrics.reports_accepted : &r->srv->metrics.reports_repeated, 1);
     if (created) atomic_fetch_add(&r->srv->metrics.upload_bytes, r->body_bytes);
     /* On the request's own line (one line a request): a second line per report cost a
@@ -286,7 +285,8 @@ static void answer_report(ld_req *r, ld_db *db, int created) {
         ld_respond_retry_after(r, 5);
         return;
     }
-    answered(r, obj, created);
+    ld_respond_json(r, created ? 202 : 200, obj);
+    answered(r, created);
 }
 
 static void store_heap(ld_req *r, ld_db *db, ld_report_in *rin) {
@@ -346,12 +346,13 @@ static void traces_answer(ld_req *r) {
     ld_status st = in->store_st;
     if (st == LD_OK) st = in->item.st;
     if (st == LD_OK && in->item.created) {
-        json_t *obj = ld_report_traces_object(&in->item, in->app_slug, in->rep);
-        if (!obj) {
+        char *text = ld_report_traces_json(&in->item, in->app_slug, in->rep);
+        if (!text) {
             ld_respond_error(r, 503, "unavailable", "stored, but out of memory; retry to read it");
             return;
         }
-        answered(r, obj, 1);
+        ld_respond_json_text(r, 202, text);
+        answered(r, 1);
     } else if (st == LD_OK) {
         if (ld_req_off_loop(r, traces_answer)) return; /* a repeat: read back */
         ld_db *db = ld_req_db(r, 10000, 10);
@@ -456,12 +457,9 @@ static void on_end(ld_req *r) {
         return;
     }
     if (resolve_app(r) != 0) return;
-    in->meta_text = json_dumps(in->meta_json, JSON_COMPACT);
-    ld_report_in rin = {in->report_id, in->app_id, in->want, in->app_version, in->build, in->install_id, in->meta_text, NULL, 0};
-    if (!in->meta_text) {
-        ld_respond_error(r, 503, "unavailable", "out of memory");
-        return;
-    }
+    /* Stored as sent: jansson has checked it (no NUL, valid UTF-8, no duplicate key), and
+     * writing it out again cost as much as reading it. */
+    ld_report_in rin = {in->report_id, in->app_id, in->want, in->app_version, in->build, in->install_id, in->meta, NULL, 0};
     if (strcmp(in->want, "traces") == 0) {
         store_traces(r, &rin);
     } else {

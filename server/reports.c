@@ -301,24 +301,39 @@ ld_status ld_report_insert_traces(ld_db *db, const ld_report_in *in, const lw_le
     return it.st;
 }
 
-json_t *ld_report_traces_object(const ld_traces_item *it, const char *app_slug, const lw_leak_report *rep) {
-    json_t *leaks = json_array();
-    for (size_t i = 0; leaks && i < rep->leak_count; i++) {
+char *ld_report_traces_json(const ld_traces_item *it, const char *app_slug, const lw_leak_report *rep) {
+    text_buf b = {0};
+    char num[96];
+    buf_str(&b, "{\"id\":\"");
+    buf_str(&b, it->in.report_id);
+    buf_str(&b, "\",\"app\":");
+    buf_json_string(&b, app_slug);
+    buf_str(&b, ",\"status\":\"done\",\"mode\":\"traces\",\"received_at\":");
+    buf_json_string(&b, it->received_at);
+    buf_str(&b, ",\"app_version\":");
+    buf_json_string(&b, it->in.app_version ? it->in.app_version : "");
+    snprintf(num, sizeof num, ",\"build\":%" PRId64 ",\"attempts\":0,\"error\":null,\"analyzed_at\":", it->in.build);
+    buf_str(&b, num);
+    buf_json_string(&b, it->received_at);
+    snprintf(num, sizeof num, ",\"leaks_found\":%zu,\"leaks\":[", rep->leak_count);
+    buf_str(&b, num);
+    for (size_t i = 0; i < rep->leak_count; i++) {
         const lw_leak *l = &rep->leaks[i];
-        json_t *o = json_pack("{s:s, s:s, s:s?, s:I}", "signature", l->signature, "kind",
-                              l->library ? "library" : "application", "short_description", l->short_description,
-                              "count", (json_int_t)(l->count > INT64_MAX ? INT64_MAX : l->count));
-        if (!o || json_array_append_new(leaks, o) != 0) {
-            json_decref(leaks);
-            return NULL;
-        }
+        buf_str(&b, i ? ",{\"signature\":\"" : "{\"signature\":\"");
+        buf_str(&b, l->signature); /* hex */
+        buf_str(&b, l->library ? "\",\"kind\":\"library\",\"short_description\":"
+                               : "\",\"kind\":\"application\",\"short_description\":");
+        if (l->short_description) buf_json_string(&b, l->short_description);
+        else buf_str(&b, "null");
+        snprintf(num, sizeof num, ",\"count\":%" PRIu64 "}", l->count > INT64_MAX ? (uint64_t)INT64_MAX : l->count);
+        buf_str(&b, num);
     }
-    if (!leaks) return NULL;
-    return json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:I, s:i, s:n, s:s, s:I, s:o}", "id", it->in.report_id, "app",
-                     app_slug, "status", "done", "mode", "traces", "received_at", it->received_at, "app_version",
-                     it->in.app_version ? it->in.app_version : "", "build", (json_int_t)it->in.build, "attempts", 0,
-                     "error", "analyzed_at", it->received_at, "leaks_found", (json_int_t)rep->leak_count, "leaks",
-                     leaks);
+    buf_str(&b, "]}\n");
+    if (b.failed) {
+        free(b.p);
+        return NULL;
+    }
+    return b.p;
 }
 
 ld_status ld_report_get(ld_db *db, int64_t app_id, const char *report_id, json_t **out) {

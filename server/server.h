@@ -72,6 +72,9 @@ struct ld_req {
 
 /* Prepares the response (replacing one prepared before). The JSON body is stolen. */
 void ld_respond_json(ld_req *r, unsigned status, json_t *body);
+/* The same for a JSON text already written, ending in a newline (taken: freed by the
+ * response); NULL (out of memory) answers 500. */
+void ld_respond_json_text(ld_req *r, unsigned status, char *text);
 void ld_respond_error(ld_req *r, unsigned status, const char *code, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 void ld_respond_retry_after(ld_req *r, int seconds);

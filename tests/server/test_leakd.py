@@ -354,12 +354,22 @@ class T02_Ingest(ServerCase):
         self.assertEqual((r.json["status"], r.json["mode"], r.json["attempts"], r.json["leaks_found"]), ("done", "traces", 0, 1))
         self.assertEqual(r.json["leaks"][0]["signature"], LISTENER_SIG)
         self.assertIsNotNone(r.json["analyzed_at"])
+        # the 202's object is written without the database: the same as reading it back
+        g = self.http.get("/v1/reports/" + meta["report_id"], key=app.read)
+        self.assertEqual((g.status, g.json), (200, r.json))
         d = self.http.get("/v1/apps/%s/leaks/%s" % (app.slug, LISTENER_SIG), key=app.read)
         self.assertEqual((d.status, d.json["occurrences"]), (200, 1))
         self.assertEqual(self.report_row(meta["report_id"], "status, blob_path, leaks_found"), ["done", None, "1"])
         r2 = self.upload_traces(app, doc, report_id=meta["report_id"])[1]
         self.assertEqual((r2.status, r2.json["status"]), (200, "done"))
         self.assertEqual(one(self.db, "SELECT count(*) FROM occurrences WHERE report_id = '%s'" % meta["report_id"]), "1")
+        # escapes in the written answer: the same strings as read back
+        odd = json.loads(json.dumps(doc))
+        odd["leaks"][0]["short_description"] = 'said "hi"\\\n\t\u00e9\u0001/\u2028'
+        m2, r2 = self.upload_traces(app, odd, version='v"2\u00e9')
+        g2 = self.http.get("/v1/reports/" + m2["report_id"], key=app.read)
+        self.assertEqual((r2.status, g2.status, r2.json["leaks"][0]["short_description"]), (202, 200, odd["leaks"][0]["short_description"]))
+        self.assertEqual((r2.json, r2.json["app_version"]), (g2.json, 'v"2\u00e9'))
 
     def test_concurrent_traces_share_batches_and_each_counts_once(self):
         """Many clients at once: their reports are stored in shared group-commit batches (the
