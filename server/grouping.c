@@ -38,23 +38,32 @@ static ld_status leak_signature(const lw_leak *l, char out[41]) {
     return LD_OK;
 }
 
-/* The stored reports to group: (app_id, report_id, app_version, build, install_id, ord, lord,
- * leak) per leak of each report not grouped before, its fields read from the stored result.
- * LATERAL: one primary-key lookup per report, whatever a plan cached while the table was
- * small would prefer (a hash join over a scan of every report). */
+/* The stored reports to group: per leak signature of each report not grouped before (its
+ * first listing), the fields LD_GROUPING_CTES needs, read from the stored result. LATERAL:
+ * one primary-key lookup per report, whatever a plan cached while the table was small would
+ * prefer (a hash join over a scan of every report). Few rows (a worker groups one report at a
+ * time): the group's fields are looked up in `src` by pos and vrank. */
 static const char group_stored_sql[] =
-    "WITH src AS ("
-    "  SELECT r.app_id, r.id AS report_id, r.app_version, r.build, r.install_id, o.ord, l.lord,"
-    "    jsonb_build_object('signature', l.leak->>'signature', 'kind', l.leak->>'kind',"
-    "      'short_description', l.leak->>'short_description', 'library_pattern', l.leak->>'library_pattern',"
-    "      'class', l.leak->'traces'->0->'elements'->-1->>'class', 'count', (l.leak->>'count')::numeric,"
-    "      'report', r.id, 'index', l.lord - 1) AS leak"
+    "WITH l0 AS ("
+    "  SELECT DISTINCT ON (r.id, l.leak->>'signature') r.app_id, r.id AS report_id, r.app_version, r.build,"
+    "    r.install_id, o.ord, l.lord, l.leak, l.leak->>'signature' AS sig"
     "  FROM unnest($1::bigint[], $2::uuid[]) WITH ORDINALITY AS o(app_id, id, ord)"
     "  CROSS JOIN LATERAL (SELECT * FROM reports x WHERE x.app_id = o.app_id AND x.id = o.id"
     "    AND NOT EXISTS (SELECT 1 FROM occurrences c WHERE c.report_id = x.id)) r"
-    "  CROSS JOIN LATERAL json_array_elements(r.result::json->'leaks') WITH ORDINALITY AS l(leak, lord)),"
-    LD_GROUPING_CTES("json_extract_path((SELECT r.result::json FROM reports r WHERE r.id = (p.leak->>'report')::uuid),"
-                     " 'leaks', p.leak->>'index', 'traces', '0')")
+    "  CROSS JOIN LATERAL json_array_elements(r.result::json->'leaks') WITH ORDINALITY AS l(leak, lord)"
+    "  ORDER BY r.id, l.leak->>'signature', l.lord),"
+    " src AS ("
+    "  SELECT app_id, report_id, app_version, build, install_id, sig, leak,"
+    "    LEAST((leak->>'count')::numeric, 9223372036854775807)::bigint AS objects,"
+    "    row_number() OVER (ORDER BY ord, lord) AS pos, dense_rank() OVER (ORDER BY build, ord) AS vrank"
+    "  FROM l0),"
+    LD_GROUPING_CTES("(SELECT s.leak->>'kind' FROM src s WHERE s.pos = p.rep_pos)",
+                     "(SELECT s.leak->>'short_description' FROM src s WHERE s.pos = p.rep_pos)",
+                     "(SELECT s.leak->>'library_pattern' FROM src s WHERE s.pos = p.rep_pos)",
+                     "(SELECT s.leak->'traces'->0->'elements'->-1->>'class' FROM src s WHERE s.pos = p.rep_pos)",
+                     "(SELECT s.app_version FROM src s WHERE s.vrank = p.first_r LIMIT 1)",
+                     "(SELECT s.app_version FROM src s WHERE s.vrank = p.last_r LIMIT 1)",
+                     "(SELECT s.leak->'traces'->0 FROM src s WHERE s.pos = p.rep_pos)")
     " SELECT count(*) FROM grp";
 
 /* Appends `s` to the array literal in `b` (PostgreSQL's text form, every element quoted). */

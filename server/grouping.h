@@ -10,56 +10,53 @@
 #include "db.h"
 #include "leakcore.h"
 
-/* The grouping of one statement, as CTEs that follow a CTE `src` giving, per leak of each
- * report to group: app_id, report_id, app_version, build, install_id, ord (the report's place
- * in the batch: on an equal build the later is the newer), lord (the leak's place in its
- * report) and leak, a jsonb object with the leak's signature (the server's own:
- * ld_trace_validate, or the analyzer), kind, short_description, library_pattern, class (of its
- * first trace's last element), count, and what REP needs. REP is an SQL expression giving the
- * representative trace (json) of a new group from `p.leak`, the leak of the first report in
- * the batch with that signature: it is evaluated only for a group that did not exist when the
- * statement began (cutting a trace out of a ~10 KB document costs about as much as the rest
- * of the report); for the others, the JSON null in its place goes to an insert that turns
- * into the update (leakd never deletes a group; deleting its app by hand would, and fails
- * this insert on the app's key). Set-based: the devices new to each signature are
- * inserted first (keyed by app and signature, so the group need not exist yet), then each
- * group the batch touches is upserted once with the batch's sums and its new devices, and the
- * occurrences are inserted. Devices, then groups, are locked in (app, signature[, install_id])
- * order, so concurrent statements cannot deadlock, and a device two of them insert at once is
- * new to only one. */
-#define LD_GROUPING_CTES(REP) \
-    /* each (report, signature) once, by its first listing */ \
-    " occ_src AS (" \
-    "  SELECT DISTINCT ON (report_id, leak->>'signature') app_id, report_id, app_version, build, install_id, ord," \
-    "    leak, leak->>'signature' AS sig," \
-    "    LEAST((leak->>'count')::numeric, 9223372036854775807)::bigint AS objects" \
-    "  FROM src ORDER BY report_id, leak->>'signature', lord)," \
+/* The grouping of one statement, as CTEs that follow a CTE `src` giving one row per leak
+ * signature of each report to group (at most one per (report, signature): its first listing):
+ * app_id, report_id, app_version, build, install_id, sig (the server's own signature:
+ * ld_trace_validate, or the analyzer), objects (the leak's count, bigint), pos (the row's
+ * place in the statement, in the order of the reports and, within one, of its leaks: a new
+ * group's representative is the leak at its smallest pos) and vrank (the report's place in
+ * the order of (build, place in the statement): a group's first version is that of its
+ * smallest vrank, its last that of its largest; on an equal build the later report is the
+ * newer). A group's fields come from SQL expressions of `p.rep_pos` (that smallest pos) and
+ * `p.first_r`/`p.last_r` (those vranks): KIND, DESCR, PATTERN and CLASS (of the leak's first
+ * trace's last element, may be NULL), FIRSTV and LASTV (versions), and REP, the representative
+ * trace (json). Each statement writes them as cheaply as its source allows (array elements
+ * of its parameters for traces reports): with per-group ordered aggregates over the rows
+ * instead, their sorts were a tenth of PostgreSQL's CPU a report.
+ * REP is evaluated only for a group that did not exist when the statement began (cutting a
+ * trace out of a ~10 KB document costs about as much as the rest of the report); for the
+ * others, the JSON null in its place goes to an insert that turns into the update (leakd
+ * never deletes a group; deleting its app by hand would, and fails this insert on the app's
+ * key). Set-based: the devices new to each signature are inserted first (keyed by app and
+ * signature, so the group need not exist yet), then each group the batch touches is upserted
+ * once with the batch's sums and its new devices, and the occurrences are inserted. Devices,
+ * then groups, are locked in (app, signature[, install_id]) order, so concurrent statements
+ * cannot deadlock, and a device two of them insert at once is new to only one. */
+#define LD_GROUPING_CTES(KIND, DESCR, PATTERN, CLASS, FIRSTV, LASTV, REP) \
     /* An empty install_id (unknown device) is not a device. The device table outlives \
      * retention, so a device seen again after its occurrences were purged is not new. */ \
     " dev AS (" \
     "  INSERT INTO leak_group_devices (app_id, signature, install_id)" \
-    "  SELECT DISTINCT app_id, sig, install_id FROM occ_src WHERE install_id <> '' ORDER BY 1, 2, 3" \
+    "  SELECT DISTINCT app_id, sig, install_id FROM src WHERE install_id <> '' ORDER BY 1, 2, 3" \
     "  ON CONFLICT DO NOTHING RETURNING app_id, signature)," \
     " new_dev AS (SELECT app_id, signature AS sig, count(*) AS n FROM dev GROUP BY app_id, signature)," \
     " per_group AS (" \
     "  SELECT app_id, sig, count(*) AS n, LEAST(sum(objects), 9223372036854775807)::bigint AS objects," \
-    "    min(build) AS min_build, max(build) AS max_build," \
-    "    (array_agg(app_version ORDER BY build, ord))[1] AS first_version," \
-    "    (array_agg(app_version ORDER BY build DESC, ord DESC))[1] AS last_version," \
-    "    (array_agg(leak ORDER BY ord))[1] AS leak" \
-    "  FROM occ_src GROUP BY app_id, sig)," \
+    "    min(build) AS min_build, max(build) AS max_build, min(vrank) AS first_r, max(vrank) AS last_r," \
+    "    min(pos) AS rep_pos" \
+    "  FROM src GROUP BY app_id, sig)," \
     " grp AS (" \
     "  INSERT INTO leak_groups AS g (app_id, signature, kind, short_description, leaking_class, library_pattern," \
     "    representative, occurrences, leaked_objects, devices, first_seen, last_seen, first_version, last_version," \
     "    first_build, last_build)" \
-    "  SELECT p.app_id, p.sig, leak->>'kind'," \
-    "    COALESCE(NULLIF(leak->>'short_description', ''), leak->>'library_pattern', leak->>'class', '')," \
-    "    COALESCE(leak->>'class', ''), leak->>'library_pattern'," \
+    "  SELECT p.app_id, p.sig, " KIND "," \
+    "    COALESCE(NULLIF(" DESCR ", ''), " PATTERN ", " CLASS ", '')," \
+    "    COALESCE(" CLASS ", ''), " PATTERN "," \
     /* a scalar subquery: PostgreSQL ran NOT EXISTS as one hash of every group of the table */ \
     "    CASE WHEN (SELECT x.id FROM leak_groups x WHERE x.app_id = p.app_id AND x.signature = p.sig) IS NULL" \
     "      THEN " REP " ELSE 'null'::json END," \
-    "    p.n, objects, COALESCE(d.n, 0), now(), now()," \
-    "    first_version, last_version, min_build, max_build" \
+    "    p.n, objects, COALESCE(d.n, 0), now(), now(), " FIRSTV ", " LASTV ", min_build, max_build" \
     "  FROM per_group p LEFT JOIN new_dev d ON d.app_id = p.app_id AND d.sig = p.sig ORDER BY p.app_id, p.sig" \
     "  ON CONFLICT (app_id, signature) DO UPDATE SET" \
     "    occurrences = g.occurrences + EXCLUDED.occurrences," \
@@ -78,7 +75,7 @@
     " occ AS (" \
     "  INSERT INTO occurrences (report_id, group_id, app_id, leaked_objects, app_version, build, install_id)" \
     "  SELECT o.report_id, grp.id, o.app_id, o.objects, o.app_version, o.build, o.install_id" \
-    "  FROM occ_src o JOIN grp ON grp.app_id = o.app_id AND grp.signature = o.sig" \
+    "  FROM src o JOIN grp ON grp.app_id = o.app_id AND grp.signature = o.sig" \
     "  ON CONFLICT DO NOTHING)"
 
 /* Groups the leaks of `n` stored reports (report_ids[i] of app app_ids[i]) from their

@@ -122,103 +122,173 @@ static void buf_be32(text_buf *b, uint32_t v) {
     buf_add(b, x, 4);
 }
 
-/* PostgreSQL's OID of type text: the element type of the results' array. */
+/* One-dimensional arrays in PostgreSQL's binary format (array_recv): no quoting, no parsing. */
+#define INT4_OID 23u
+#define INT8_OID 20u
 #define TEXT_OID 25u
 
-/* The batch for the insert statement, in three parameters:
- * - doc, a JSON array with each report's row fields and, per leak, the few fields grouping
- *   needs, its place in the batch (ord) and in its report (index). PostgreSQL builds it as a
- *   `jsonb`, so it is kept small: no trace in it.
- * - results, the reports' trace JSON as a `text[]` in PostgreSQL's binary array format
- *   (array_send): each document is stored as it is, unchecked (leakd wrote it; 0006).
- * - ids, the ids as an array literal. */
-static ld_status batch_doc(const ld_traces_item *items, size_t n, text_buf *doc, text_buf *results, text_buf *ids) {
-    char num[160];
-    buf_str(doc, "[");
-    buf_str(ids, "{");
-    buf_be32(results, 1);        /* dimensions */
-    buf_be32(results, 0);        /* no NULLs */
-    buf_be32(results, TEXT_OID); /* element type */
-    buf_be32(results, (uint32_t)n);
-    buf_be32(results, 1);        /* lower bound */
-    for (size_t i = 0; i < n; i++) {
-        const ld_report_in *in = &items[i].in;
-        const lw_leak_report *rep = items[i].rep;
-        size_t rlen = items[i].result_json ? strlen(items[i].result_json) : 0;
-        if (!ld_uuid_valid(in->report_id) || !in->meta_json || !rlen || !rep || in->blob_path || !in->mode ||
-            strcmp(in->mode, "traces") != 0 || rlen > INT32_MAX)
-            return LD_ERR_INVALID;
-        buf_str(doc, i ? ",{\"id\":\"" : "{\"id\":\"");
-        buf_str(doc, in->report_id);
-        snprintf(num, sizeof num, "\",\"app\":%" PRId64 ",\"build\":%" PRId64 ",\"leak_count\":%zu,\"version\":",
-                 in->app_id, in->build, rep->leak_count);
-        buf_str(doc, num);
-        buf_json_string(doc, in->app_version ? in->app_version : "");
-        buf_str(doc, ",\"install\":");
-        buf_json_string(doc, in->install_id ? in->install_id : "");
-        buf_str(doc, ",\"meta\":");
-        buf_str(doc, in->meta_json);
-        buf_str(doc, ",\"leaks\":[");
-        for (size_t j = 0; j < rep->leak_count; j++) {
-            const lw_leak *l = &rep->leaks[j];
-            const lw_trace *t = l->trace_count ? &l->traces[0] : NULL;
-            const char *cls = t && t->element_count ? t->elements[t->element_count - 1].class_name : NULL;
-            buf_str(doc, j ? ",{\"signature\":\"" : "{\"signature\":\"");
-            buf_str(doc, l->signature); /* hex */
-            buf_str(doc, l->library ? "\",\"kind\":\"library\",\"short_description\":"
-                                    : "\",\"kind\":\"application\",\"short_description\":");
-            if (l->short_description) buf_json_string(doc, l->short_description);
-            else buf_str(doc, "null");
-            buf_str(doc, ",\"library_pattern\":");
-            if (l->library_pattern) buf_json_string(doc, l->library_pattern);
-            else buf_str(doc, "null");
-            buf_str(doc, ",\"class\":");
-            if (cls) buf_json_string(doc, cls);
-            else buf_str(doc, "null");
-            snprintf(num, sizeof num, ",\"count\":%" PRIu64 ",\"ord\":%zu,\"index\":%zu}", l->count, i + 1, j);
-            buf_str(doc, num);
-        }
-        buf_str(doc, "]}");
-        buf_be32(results, (uint32_t)rlen);
-        buf_add(results, items[i].result_json, rlen);
-        buf_str(ids, i ? "," : "");
-        buf_str(ids, in->report_id);
-    }
-    buf_str(doc, "]");
-    buf_str(ids, "}");
-    return doc->failed || results->failed || ids->failed || results->len > INT32_MAX ? LD_ERR_NOMEM : LD_OK;
+typedef struct {
+    text_buf b;
+    size_t count;
+    int has_null;
+} bin_array;
+
+static void arr_begin(bin_array *a, uint32_t oid) {
+    buf_be32(&a->b, 1);   /* dimensions */
+    buf_be32(&a->b, 0);   /* has NULLs: set at the end */
+    buf_be32(&a->b, oid); /* element type */
+    buf_be32(&a->b, 0);   /* length: set at the end */
+    buf_be32(&a->b, 1);   /* lower bound */
 }
 
-/* The batch's reports inserted and the new ones grouped, in one statement: the grouping reads
- * each leak from the batch document, not back from the table, and a new group's
- * representative from its report's result in the batch. Returns the new reports as
- * "id|received_at". */
+static void arr_text(bin_array *a, const char *s) {
+    a->count++;
+    if (!s) {
+        a->has_null = 1;
+        buf_be32(&a->b, UINT32_MAX); /* -1: NULL */
+        return;
+    }
+    size_t n = strlen(s);
+    if (n > INT32_MAX) a->b.failed = 1;
+    buf_be32(&a->b, (uint32_t)n);
+    buf_add(&a->b, s, n);
+}
+
+static void arr_int8(bin_array *a, int64_t v) {
+    a->count++;
+    buf_be32(&a->b, 8);
+    buf_be32(&a->b, (uint32_t)((uint64_t)v >> 32));
+    buf_be32(&a->b, (uint32_t)v);
+}
+
+static void arr_int4(bin_array *a, int32_t v) {
+    a->count++;
+    buf_be32(&a->b, 4);
+    buf_be32(&a->b, (uint32_t)v);
+}
+
+static void arr_end(bin_array *a) {
+    if (a->b.failed || a->b.len < 20 || a->count > INT32_MAX || a->b.len > INT32_MAX) {
+        a->b.failed = 1;
+        return;
+    }
+    unsigned char *h = (unsigned char *)a->b.p;
+    h[7] = (unsigned char)a->has_null;
+    for (int k = 0; k < 4; k++) h[12 + k] = (unsigned char)(a->count >> (24 - 8 * k));
+}
+
+/* The parameters of insert_traces_sql, in its order: per report ($1-$9), per leak ($10-$17). */
+enum { P_ID, P_APP, P_VERSION, P_BUILD, P_INSTALL, P_META, P_RESULT, P_NLEAKS, P_VRANK,
+       P_LREP, P_SIG, P_KIND, P_DESCR, P_PATTERN, P_CLASS, P_COUNT, P_LIDX, P_COUNT_OF };
+
+typedef struct {
+    bin_array a[P_COUNT_OF];
+    text_buf ids; /* all the ids, as an array literal, for the repeats' lookup */
+    size_t *take; /* the items sent, in batch order */
+} batch_params;
+
+static void batch_params_free(batch_params *bp) {
+    for (int k = 0; k < P_COUNT_OF; k++) free(bp->a[k].b.p);
+    free(bp->ids.p);
+    free(bp->take);
+}
+
+/* The batch for insert_traces_sql. A report listed twice in the batch goes in once (its
+ * first listing; the other finds it stored and is a repeat), and each report's leaks once per
+ * signature (the first listing): the statement then needs neither DISTINCT nor sorts of its
+ * own. Reports are ranked by (build, place) for the groups' first and last versions. */
+static ld_status batch_build(const ld_traces_item *items, size_t n, batch_params *bp) {
+    static const uint32_t oid[P_COUNT_OF] = {TEXT_OID, INT8_OID, TEXT_OID, INT8_OID, TEXT_OID, TEXT_OID, TEXT_OID,
+                                             INT4_OID, INT4_OID, INT4_OID, TEXT_OID, TEXT_OID, TEXT_OID, TEXT_OID,
+                                             TEXT_OID, INT8_OID, INT4_OID};
+    size_t m = 0;
+    memset(bp, 0, sizeof *bp);
+    size_t *take = bp->take = malloc((n ? n : 1) * sizeof *take);
+    if (!take) return LD_ERR_NOMEM;
+    for (int k = 0; k < P_COUNT_OF; k++) arr_begin(&bp->a[k], oid[k]);
+    buf_str(&bp->ids, "{");
+    for (size_t i = 0; i < n; i++) {
+        const ld_report_in *in = &items[i].in;
+        if (!ld_uuid_valid(in->report_id) || !in->meta_json || !items[i].result_json || !items[i].result_json[0] ||
+            !items[i].rep || in->blob_path || !in->mode || strcmp(in->mode, "traces") != 0)
+            return LD_ERR_INVALID;
+        buf_str(&bp->ids, i ? "," : "");
+        buf_str(&bp->ids, in->report_id);
+        size_t k = 0;
+        while (k < m && strcmp(items[take[k]].in.report_id, in->report_id) != 0) k++;
+        if (k == m) take[m++] = i;
+    }
+    buf_str(&bp->ids, "}");
+    for (size_t t = 0; t < m; t++) {
+        const ld_traces_item *it = &items[take[t]];
+        const lw_leak_report *rep = it->rep;
+        size_t rank = 1; /* 1 + the reports before it in (build, place) order */
+        for (size_t u = 0; u < m; u++) {
+            int64_t bu = items[take[u]].in.build;
+            if (bu < it->in.build || (bu == it->in.build && u < t)) rank++;
+        }
+        arr_text(&bp->a[P_ID], it->in.report_id);
+        arr_int8(&bp->a[P_APP], it->in.app_id);
+        arr_text(&bp->a[P_VERSION], it->in.app_version ? it->in.app_version : "");
+        arr_int8(&bp->a[P_BUILD], it->in.build);
+        arr_text(&bp->a[P_INSTALL], it->in.install_id ? it->in.install_id : "");
+        arr_text(&bp->a[P_META], it->in.meta_json);
+        arr_text(&bp->a[P_RESULT], it->result_json);
+        arr_int4(&bp->a[P_NLEAKS], rep->leak_count > INT32_MAX ? INT32_MAX : (int32_t)rep->leak_count);
+        arr_int4(&bp->a[P_VRANK], (int32_t)rank);
+        for (size_t j = 0; j < rep->leak_count; j++) {
+            const lw_leak *l = &rep->leaks[j];
+            size_t e = 0;
+            while (e < j && strcmp(rep->leaks[e].signature, l->signature) != 0) e++;
+            if (e < j) continue; /* this signature was listed before in this report */
+            const lw_trace *tr = l->trace_count ? &l->traces[0] : NULL;
+            arr_int4(&bp->a[P_LREP], (int32_t)(t + 1));
+            arr_text(&bp->a[P_SIG], l->signature);
+            arr_text(&bp->a[P_KIND], l->library ? "library" : "application");
+            arr_text(&bp->a[P_DESCR], l->short_description);
+            arr_text(&bp->a[P_PATTERN], l->library_pattern);
+            arr_text(&bp->a[P_CLASS], tr && tr->element_count ? tr->elements[tr->element_count - 1].class_name : NULL);
+            arr_int8(&bp->a[P_COUNT], l->count > INT64_MAX ? INT64_MAX : (int64_t)l->count);
+            arr_int4(&bp->a[P_LIDX], (int32_t)j);
+        }
+    }
+    int failed = bp->ids.failed;
+    for (int k = 0; k < P_COUNT_OF; k++) {
+        arr_end(&bp->a[k]);
+        failed |= bp->a[k].b.failed;
+    }
+    return failed ? LD_ERR_NOMEM : LD_OK;
+}
+
+/* The batch's reports inserted and the new ones grouped, in one statement, from arrays: per
+ * report (id, app, version, build, install, meta, result, leak count, vrank) and per distinct
+ * leak of each (its report's place, signature, kind, short description, library pattern,
+ * class, count, index in its report). A new group's representative is cut out of its report's
+ * result in the batch. Returns the new reports as "id|received_at". */
+#define LEAK_AT(k) "($" #k "::text[])[p.rep_pos]"
 static const char insert_traces_sql[] =
-    "WITH batch AS ("
-    "  SELECT (x->>'id')::uuid AS id, (x->>'app')::bigint AS app_id, x, result, ord"
-    "  FROM ROWS FROM (jsonb_array_elements($1::jsonb), unnest($2::text[])) WITH ORDINALITY AS b(x, result, ord)),"
-    " ins AS ("
+    "WITH ins AS ("
     "  INSERT INTO reports (id, app_id, mode, status, app_version, build, install_id, meta, result,"
     "    leaks_found, analyzed_at)"
-    "  SELECT id, app_id, 'traces', 'done', x->>'version', (x->>'build')::bigint, x->>'install', x->'meta',"
-    "    result, (x->>'leak_count')::int, now()"
-    "  FROM batch ORDER BY ord"
+    "  SELECT id::uuid, app_id, 'traces', 'done', version, build, install, meta::jsonb, result, nleaks, now()"
+    "  FROM unnest($1::text[], $2::bigint[], $3::text[], $4::bigint[], $5::text[], $6::text[], $7::text[],"
+    "    $8::int[]) AS b(id, app_id, version, build, install, meta, result, nleaks)"
     "  ON CONFLICT DO NOTHING RETURNING id, received_at),"
-    /* a report_id twice in the batch is inserted once, by its first listing */
     " src AS ("
-    "  SELECT b.app_id, b.id AS report_id, b.x->>'version' AS app_version, (b.x->>'build')::bigint AS build,"
-    "    b.x->>'install' AS install_id, b.ord, l.leak, l.lord"
-    "  FROM (SELECT DISTINCT ON (id) id, app_id, x, ord FROM batch ORDER BY id, ord) b JOIN ins ON ins.id = b.id"
-    "  CROSS JOIN LATERAL jsonb_array_elements(b.x->'leaks') WITH ORDINALITY AS l(leak, lord)),"
-    LD_GROUPING_CTES("json_extract_path((SELECT r.result::json FROM batch r WHERE r.ord = (p.leak->>'ord')::bigint),"
-                     " 'leaks', p.leak->>'index', 'traces', '0')")
+    "  SELECT $2[l.r] AS app_id, ins.id AS report_id, $3[l.r] AS app_version, $4[l.r] AS build,"
+    "    $5[l.r] AS install_id, l.sig, l.objects, l.pos, ($9::int[])[l.r] AS vrank"
+    "  FROM unnest($10::int[], $11::text[], $16::bigint[]) WITH ORDINALITY AS l(r, sig, objects, pos)"
+    "  JOIN ins ON ins.id = ($1[l.r])::uuid),"
+    LD_GROUPING_CTES(LEAK_AT(12), LEAK_AT(13), LEAK_AT(14), LEAK_AT(15),
+                     "$3[array_position($9, p.first_r::int)]", "$3[array_position($9, p.last_r::int)]",
+                     "json_extract_path($7[$10[p.rep_pos]]::json, 'leaks', ($17::int[])[p.rep_pos]::text, 'traces', '0')")
     " SELECT coalesce(array_agg(id::text || '|' ||"
     "   to_char(received_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"')), '{}') FROM ins";
+#undef LEAK_AT
 
 /* One attempt of ld_reports_insert_traces. The statement is its own transaction (one round
  * trip, where BEGIN and COMMIT were two more): it stores and groups all or nothing. */
-static ld_status insert_traces_once(ld_db *db, ld_traces_item *items, size_t n, const text_buf *doc,
-                                    const text_buf *results, const text_buf *ids) {
+static ld_status insert_traces_once(ld_db *db, ld_traces_item *items, size_t n, const batch_params *bp) {
     PGresult *res = NULL;
     ld_status st;
 
@@ -227,9 +297,14 @@ static ld_status insert_traces_once(ld_db *db, ld_traces_item *items, size_t n, 
         items[i].created = 0;
         items[i].received_at[0] = '\0';
     }
-    const char *p[] = {doc->p, results->p};
-    const int lengths[] = {0, (int)results->len}, formats[] = {0, 1};
-    if ((st = ld_db_exec_params(db, &res, insert_traces_sql, 2, p, lengths, formats)) != LD_OK) goto out;
+    const char *p[P_COUNT_OF];
+    int lengths[P_COUNT_OF], formats[P_COUNT_OF];
+    for (int k = 0; k < P_COUNT_OF; k++) {
+        p[k] = bp->a[k].b.p;
+        lengths[k] = (int)bp->a[k].b.len;
+        formats[k] = 1;
+    }
+    if ((st = ld_db_exec_params(db, &res, insert_traces_sql, P_COUNT_OF, p, lengths, formats)) != LD_OK) goto out;
     if (PQntuples(res) != 1) {
         st = ld_db_fail(db, LD_ERR_INTERNAL, "storing traces returned %d rows", PQntuples(res));
         goto out;
@@ -257,7 +332,7 @@ static ld_status insert_traces_once(ld_db *db, ld_traces_item *items, size_t n, 
     res = NULL;
     if (created < n) {
         /* Stored before (or by a transaction that committed meanwhile): whose is it? */
-        const char *q[] = {ids->p};
+        const char *q[] = {bp->ids.p};
         st = ld_db_exec(db, &res, "SELECT id::text, app_id FROM reports WHERE id = ANY($1::uuid[])", 1, q);
         for (size_t i = 0; i < n; i++) {
             if (items[i].created) continue;
@@ -277,13 +352,11 @@ out:
 ld_status ld_reports_insert_traces(ld_db *db, ld_traces_item *items, size_t n) {
     if (!db || (n && !items)) return LD_ERR_INVALID;
     if (n == 0) return LD_OK;
-    text_buf doc = {0}, results = {0}, ids = {0};
-    ld_status st = batch_doc(items, n, &doc, &results, &ids);
-    if (st == LD_OK) st = insert_traces_once(db, items, n, &doc, &results, &ids);
-    if (ld_db_retryable(db, st)) st = insert_traces_once(db, items, n, &doc, &results, &ids);
-    free(doc.p);
-    free(results.p);
-    free(ids.p);
+    batch_params bp;
+    ld_status st = batch_build(items, n, &bp);
+    if (st == LD_OK) st = insert_traces_once(db, items, n, &bp);
+    if (ld_db_retryable(db, st)) st = insert_traces_once(db, items, n, &bp);
+    batch_params_free(&bp);
     return st;
 }
 

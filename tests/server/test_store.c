@@ -517,6 +517,66 @@ static void test_batch_repeats_and_conflicts(void **state) {
     free(json);
 }
 
+/* Within one batch: a new group's first version is that of the earliest report with the lowest
+ * build, its last that of the latest with the highest, its fields and representative trace
+ * those of the batch's first report; a report of the batch that is not stored (its id is
+ * another app's) counts for none of them. */
+static void test_batch_versions_and_representative(void **state) {
+    ctx *c = *state;
+    int64_t app = create_app(c, "app-one"), other = create_app(c, "app-two");
+    char *json = leak_json(1, 0, 0, "true");
+    char err[256];
+    lw_leak_report *first = parse_report(json), *later = parse_report(json);
+    free(first->leaks[0].short_description);
+    first->leaks[0].short_description = strdup("the first listing");
+    free(later->leaks[0].short_description);
+    later->leaks[0].short_description = strdup("a later one");
+    free(first->leaks[0].traces[0].gc_root);
+    first->leaks[0].traces[0].gc_root = strdup("JNI_GLOBAL"); /* not in the signature */
+    assert_int_equal(ld_trace_validate(first, err, sizeof err), LD_OK);
+    assert_int_equal(ld_trace_validate(later, err, sizeof err), LD_OK);
+    assert_string_equal(first->leaks[0].signature, later->leaks[0].signature);
+    char *rf = lw_leak_report_to_json(first, 0), *rl = lw_leak_report_to_json(later, 0);
+    assert_non_null(rf);
+    assert_non_null(rl);
+    assert_int_equal(send_traces(c->db, other, 9, "other", 1, "d9", json), 1); /* id 9 is app-two's */
+    const int nums[6] = {1, 9, 2, 3, 4, 5};
+    const int64_t builds[6] = {5, 1, 3, 7, 7, 3};
+    const char *versions[6] = {"b5", "b1-other", "b3-first", "b7-first", "b7-last", "b3-last"};
+    char ids[6][37];
+    ld_traces_item items[6];
+    for (int i = 0; i < 6; i++) {
+        uuid_n(ids[i], nums[i]);
+        items[i] = (ld_traces_item){.in = {.report_id = ids[i], .app_id = app, .mode = "traces", .app_version = versions[i],
+                                           .build = builds[i], .install_id = "d1", .meta_json = "{\"n\": 1}"},
+                                    .rep = i ? later : first, .result_json = i ? rl : rf};
+    }
+    assert_int_equal(ld_reports_insert_traces(c->db, items, 6), LD_OK);
+    assert_int_equal(items[1].st, LD_ERR_CONFLICT);
+    group_row g;
+    assert_true(get_group(c, app, SIG_GCROOT, &g));
+    assert_int_equal(g.occurrences, 5);
+    assert_string_equal(g.first_version, "b3-first");
+    assert_int_equal(g.first_build, 3);
+    assert_string_equal(g.last_version, "b7-last");
+    assert_int_equal(g.last_build, 7);
+    char a[32];
+    snprintf(a, sizeof a, "%lld", (long long)app);
+    const char *p[] = {a, SIG_GCROOT};
+    PGresult *res = q(c,
+                      "SELECT short_description || '|' || leaking_class || '|' || (representative->>'gc_root') || '|' ||"
+                      " json_array_length(representative->'elements') FROM leak_groups WHERE app_id = $1 AND signature = $2",
+                      2, p);
+    assert_int_equal(PQntuples(res), 1);
+    assert_string_equal(PQgetvalue(res, 0, 0), "the first listing|com.example.Leaking|JNI_GLOBAL|2");
+    PQclear(res);
+    free(rf);
+    free(rl);
+    lw_leak_report_free(first);
+    lw_leak_report_free(later);
+    free(json);
+}
+
 static void test_fixed_regressed_ignored(void **state) {
     ctx *c = *state;
     int64_t app = create_app(c, "app-one");
@@ -1078,6 +1138,7 @@ int main(void) {
         cmocka_unit_test_setup(test_devices_and_objects, test_setup),
         cmocka_unit_test_setup(test_same_signature_twice_counts_once, test_setup),
         cmocka_unit_test_setup(test_batch_repeats_and_conflicts, test_setup),
+        cmocka_unit_test_setup(test_batch_versions_and_representative, test_setup),
         cmocka_unit_test_setup(test_fixed_regressed_ignored, test_setup),
         cmocka_unit_test_setup(test_first_last_version, test_setup),
         cmocka_unit_test_setup(test_trace_validate, test_setup),
