@@ -193,10 +193,21 @@ static lw_status get_int(dec *d, long obj, const char *key, int64_t *out, int64_
     return LW_OK;
 }
 
-static int word_index(const char *s, const char *const *words, int n) {
-    for (int i = 0; s && i < n; i++)
-        if (strcmp(s, words[i]) == 0) return i;
-    return -1;
+/* The index in `words` of the string at `key` of `obj`, compared where it lies in the
+ * document (no copy: these are read for every element of every trace); -1 when it is not one
+ * of them. A missing or non-string value is an error as get_string reports it. */
+static lw_status get_word(dec *d, long obj, const char *key, const char *const *words, int n, int *out,
+                          const char *where) {
+    long v = lw__jr_get(d->jr, obj, key);
+    *out = -1;
+    if (is_null(d, v)) return lw__fail(d->err, LW_ERR_FORMAT, "%s: missing string \"%s\"", where, key);
+    if (!is_type(d, v, LW__JR_STRING)) return lw__fail(d->err, LW_ERR_FORMAT, "%s: \"%s\" must be a string", where, key);
+    for (int i = 0; i < n; i++)
+        if (strlen(words[i]) == V(v)->str_len && memcmp(V(v)->str, words[i], V(v)->str_len) == 0) {
+            *out = i;
+            break;
+        }
+    return LW_OK;
 }
 
 static lw_status decode_element(dec *d, long jo, lw_trace_element *e, int last, const char *where) {
@@ -204,19 +215,15 @@ static lw_status decode_element(dec *d, long jo, lw_trace_element *e, int last, 
     static const char *const leak_words[] = {"UNKNOWN", "NO", "YES"};
     static const char *const refs[] = {"instance_field", "static_field", "array_element", "local"};
     lw_status st;
-    char *tmp = NULL;
     e->watch_ms = e->retained_ms = e->retained_bytes = e->retained_objects = -1;
     if (!is_type(d, jo, LW__JR_OBJECT)) return bad(d, "%s: an element must be an object", where);
     if ((st = get_string(d, jo, "class", 1, &e->class_name, where)) != LW_OK) return st;
     if (!e->class_name[0]) return bad(d, "%s: empty class name", where);
-    if ((st = get_string(d, jo, "object_kind", 1, &tmp, where)) != LW_OK) return st;
-    int k = word_index(tmp, kinds, 3);
-    lw__free(tmp);
+    int k;
+    if ((st = get_word(d, jo, "object_kind", kinds, 3, &k, where)) != LW_OK) return st;
     if (k < 0) return bad(d, "%s: object_kind must be instance, class or array", where);
     e->object_kind = (lw_object_kind)k;
-    if ((st = get_string(d, jo, "leaking", 1, &tmp, where)) != LW_OK) return st;
-    k = word_index(tmp, leak_words, 3);
-    lw__free(tmp);
+    if ((st = get_word(d, jo, "leaking", leak_words, 3, &k, where)) != LW_OK) return st;
     if (k < 0) return bad(d, "%s: leaking must be YES, NO or UNKNOWN", where);
     e->leaking = (lw_leaking)k;
     if ((st = get_string(d, jo, "reason", 0, &e->reason, where)) != LW_OK) return st;
@@ -245,9 +252,7 @@ static lw_status decode_element(dec *d, long jo, lw_trace_element *e, int last, 
     }
     if (!is_type(d, ref, LW__JR_OBJECT)) return bad(d, "%s: every element but the last needs a reference object", where);
     e->has_reference = 1;
-    if ((st = get_string(d, ref, "kind", 1, &tmp, where)) != LW_OK) return st;
-    k = word_index(tmp, refs, 4);
-    lw__free(tmp);
+    if ((st = get_word(d, ref, "kind", refs, 4, &k, where)) != LW_OK) return st;
     if (k < 0) return bad(d, "%s: reference kind must be instance_field, static_field, array_element or local", where);
     e->ref_kind = (lw_ref_kind)k;
     if (e->ref_kind == LW_REF_ARRAY_ELEMENT) {
@@ -325,17 +330,20 @@ static lw_status decode(dec *d, long root, lw_leak_report *r) {
         path_add(where, sizeof where, &wl, "leaks", i);
         wl_leak = wl;
         if (!is_type(d, lo, LW__JR_OBJECT)) return bad(d, "%s: must be an object", where);
-        char *tmp = NULL;
-        if ((st = get_string(d, lo, "signature", 0, &tmp, where)) != LW_OK) return st;
-        if (tmp) snprintf(l->signature, sizeof l->signature, "%.40s", tmp);
-        lw__free(tmp);
-        if ((st = get_string(d, lo, "kind", 0, &tmp, where)) != LW_OK) return st;
-        if (tmp && strcmp(tmp, "application") != 0 && strcmp(tmp, "library") != 0) {
-            lw__free(tmp);
-            return bad(d, "%s: kind must be application or library", where);
+        long sv = lw__jr_get(d->jr, lo, "signature");
+        if (!is_null(d, sv)) {
+            if (!is_type(d, sv, LW__JR_STRING)) return lw__fail(d->err, LW_ERR_FORMAT, "%s: \"signature\" must be a string", where);
+            size_t n = V(sv)->str_len < sizeof l->signature - 1 ? V(sv)->str_len : sizeof l->signature - 1;
+            memcpy(l->signature, V(sv)->str, n);
+            l->signature[n] = '\0'; /* a NUL inside ends it, as before */
         }
-        l->library = tmp && strcmp(tmp, "library") == 0;
-        lw__free(tmp);
+        static const char *const leak_kinds[] = {"application", "library"};
+        int kind = 0;
+        if (!is_null(d, lw__jr_get(d->jr, lo, "kind"))) {
+            if ((st = get_word(d, lo, "kind", leak_kinds, 2, &kind, where)) != LW_OK) return st;
+            if (kind < 0) return bad(d, "%s: kind must be application or library", where);
+        }
+        l->library = kind == 1;
         if ((st = get_string(d, lo, "short_description", 0, &l->short_description, where)) != LW_OK) return st;
         if ((st = get_string(d, lo, "library_pattern", 0, &l->library_pattern, where)) != LW_OK) return st;
         if ((st = get_string(d, lo, "library_description", 0, &l->library_description, where)) != LW_OK) return st;
