@@ -23,7 +23,7 @@
  * trace's last element, may be NULL), FIRSTV and LASTV (versions), and REP, the representative
  * trace (json). Each statement writes them as cheaply as its source allows (array elements
  * of its parameters for traces reports): with per-group ordered aggregates over the rows
- * instead, their sorts were a tenth of PostgreSQL's CPU a report.
+ * instead, their sorts were nearly a tenth of PostgreSQL's CPU a report.
  * REP is evaluated only for a group that did not exist when the statement began (cutting a
  * trace out of a ~10 KB document costs about as much as the rest of the report); for the
  * others, the JSON null in its place goes to an insert that turns into the update (leakd
