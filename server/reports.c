@@ -396,8 +396,8 @@ char *ld_report_traces_json(const ld_traces_item *it, const char *app_slug, cons
         buf_str(&b, l->signature); /* hex */
         buf_str(&b, l->library ? "\",\"kind\":\"library\",\"short_description\":"
                                : "\",\"kind\":\"application\",\"short_description\":");
-        if (l->short_description) buf_json_string(&b, l->short_description);
-        else buf_str(&b, "null");
+        /* "" for none, as the stored result has it (and as the report reads back) */
+        buf_json_string(&b, l->short_description ? l->short_description : "");
         snprintf(num, sizeof num, ",\"count\":%" PRIu64 "}", l->count > INT64_MAX ? (uint64_t)INT64_MAX : l->count);
         buf_str(&b, num);
     }

@@ -370,6 +370,13 @@ class T02_Ingest(ServerCase):
         g2 = self.http.get("/v1/reports/" + m2["report_id"], key=app.read)
         self.assertEqual((r2.status, g2.status, r2.json["leaks"][0]["short_description"]), (202, 200, odd["leaks"][0]["short_description"]))
         self.assertEqual((r2.json, r2.json["app_version"]), (g2.json, 'v"2\u00e9'))
+        # a leak without a short description: "" (a string, as the API describes it), both ways
+        bare = json.loads(json.dumps(doc))
+        del bare["leaks"][0]["short_description"]
+        m3, r3 = self.upload_traces(app, bare)
+        g3 = self.http.get("/v1/reports/" + m3["report_id"], key=app.read)
+        self.assertEqual((r3.status, r3.json["leaks"][0]["short_description"]), (202, ""))
+        self.assertEqual(r3.json, g3.json)
 
     def test_concurrent_traces_share_batches_and_each_counts_once(self):
         """Many clients at once: their reports are stored in shared group-commit batches (the
