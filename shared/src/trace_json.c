@@ -166,18 +166,28 @@ static lw_status bad(dec *d, const char *fmt, const char *what) {
     return lw__fail(d->err, LW_ERR_FORMAT, fmt, what);
 }
 
-static lw_status get_string(dec *d, long obj, const char *key, int required, char **out, const char *where) {
-    long v = lw__jr_get(d->jr, obj, key);
-    *out = NULL;
-    if (is_null(d, v)) {
-        if (required) return lw__fail(d->err, LW_ERR_FORMAT, "%s: missing string \"%s\"", where, key);
-        return LW_OK;
+/* The string value at `key` of `obj`, left where it lies in the document: *v its index, or -1
+ * when it is absent or null and not `required`. Errors for a missing required string, another
+ * type, or one over max_string. */
+static lw_status find_string(dec *d, long obj, const char *key, int required, long *v, const char *where) {
+    *v = lw__jr_get(d->jr, obj, key);
+    if (is_null(d, *v)) {
+        *v = -1;
+        return required ? lw__fail(d->err, LW_ERR_FORMAT, "%s: missing string \"%s\"", where, key) : LW_OK;
     }
-    if (!is_type(d, v, LW__JR_STRING)) return lw__fail(d->err, LW_ERR_FORMAT, "%s: \"%s\" must be a string", where, key);
-    size_t n = V(v)->str_len;
+    if (!is_type(d, *v, LW__JR_STRING)) return lw__fail(d->err, LW_ERR_FORMAT, "%s: \"%s\" must be a string", where, key);
+    size_t n = V(*v)->str_len;
     if (n > d->lim.max_string)
         return lw__fail(d->err, LW_ERR_LIMIT, "%s: \"%s\" is %zu bytes, over the %zu-byte limit", where, key, n, d->lim.max_string);
-    *out = lw__strndup(V(v)->str, n);
+    return LW_OK;
+}
+
+static lw_status get_string(dec *d, long obj, const char *key, int required, char **out, const char *where) {
+    long v;
+    *out = NULL;
+    lw_status st = find_string(d, obj, key, required, &v, where);
+    if (st != LW_OK || v < 0) return st;
+    *out = lw__strndup(V(v)->str, V(v)->str_len);
     return *out ? LW_OK : lw__fail(d->err, LW_ERR_NOMEM, "out of memory");
 }
 
@@ -193,21 +203,22 @@ static lw_status get_int(dec *d, long obj, const char *key, int64_t *out, int64_
     return LW_OK;
 }
 
-/* The index in `words` of the string at `key` of `obj`, compared where it lies in the
- * document (no copy: these are read for every element of every trace); -1 when it is not one
- * of them. A missing or non-string value is an error as get_string reports it. */
+/* The index in `words` of string value `v`, compared where it lies in the document (no copy:
+ * these are read for every element of every trace); -1 when it is none of them. */
+static int word_at(const dec *d, long v, const char *const *words, int n) {
+    for (int i = 0; i < n; i++)
+        if (strlen(words[i]) == V(v)->str_len && memcmp(V(v)->str, words[i], V(v)->str_len) == 0) return i;
+    return -1;
+}
+
+/* The required string at `key` of `obj` as an index in `words` (-1: none of them). */
 static lw_status get_word(dec *d, long obj, const char *key, const char *const *words, int n, int *out,
                           const char *where) {
-    long v = lw__jr_get(d->jr, obj, key);
+    long v;
     *out = -1;
-    if (is_null(d, v)) return lw__fail(d->err, LW_ERR_FORMAT, "%s: missing string \"%s\"", where, key);
-    if (!is_type(d, v, LW__JR_STRING)) return lw__fail(d->err, LW_ERR_FORMAT, "%s: \"%s\" must be a string", where, key);
-    for (int i = 0; i < n; i++)
-        if (strlen(words[i]) == V(v)->str_len && memcmp(V(v)->str, words[i], V(v)->str_len) == 0) {
-            *out = i;
-            break;
-        }
-    return LW_OK;
+    lw_status st = find_string(d, obj, key, 1, &v, where);
+    if (st == LW_OK) *out = word_at(d, v, words, n);
+    return st;
 }
 
 static lw_status decode_element(dec *d, long jo, lw_trace_element *e, int last, const char *where) {
@@ -330,19 +341,17 @@ static lw_status decode(dec *d, long root, lw_leak_report *r) {
         path_add(where, sizeof where, &wl, "leaks", i);
         wl_leak = wl;
         if (!is_type(d, lo, LW__JR_OBJECT)) return bad(d, "%s: must be an object", where);
-        long sv = lw__jr_get(d->jr, lo, "signature");
-        if (!is_null(d, sv)) {
-            if (!is_type(d, sv, LW__JR_STRING)) return lw__fail(d->err, LW_ERR_FORMAT, "%s: \"signature\" must be a string", where);
-            size_t n = V(sv)->str_len < sizeof l->signature - 1 ? V(sv)->str_len : sizeof l->signature - 1;
-            memcpy(l->signature, V(sv)->str, n);
+        long v;
+        if ((st = find_string(d, lo, "signature", 0, &v, where)) != LW_OK) return st;
+        if (v >= 0) {
+            size_t n = V(v)->str_len < sizeof l->signature - 1 ? V(v)->str_len : sizeof l->signature - 1;
+            memcpy(l->signature, V(v)->str, n);
             l->signature[n] = '\0'; /* a NUL inside ends it, as before */
         }
         static const char *const leak_kinds[] = {"application", "library"};
-        int kind = 0;
-        if (!is_null(d, lw__jr_get(d->jr, lo, "kind"))) {
-            if ((st = get_word(d, lo, "kind", leak_kinds, 2, &kind, where)) != LW_OK) return st;
-            if (kind < 0) return bad(d, "%s: kind must be application or library", where);
-        }
+        if ((st = find_string(d, lo, "kind", 0, &v, where)) != LW_OK) return st;
+        int kind = v < 0 ? 0 : word_at(d, v, leak_kinds, 2); /* absent: application */
+        if (kind < 0) return bad(d, "%s: kind must be application or library", where);
         l->library = kind == 1;
         if ((st = get_string(d, lo, "short_description", 0, &l->short_description, where)) != LW_OK) return st;
         if ((st = get_string(d, lo, "library_pattern", 0, &l->library_pattern, where)) != LW_OK) return st;

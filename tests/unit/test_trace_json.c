@@ -474,6 +474,16 @@ static void test_decoder_enforces_every_limit(void **state) {
         if (st != LW_ERR_LIMIT) fail_msg("%s: got %s (%s)", cases[i].what, lw_strerror(st), err.message);
         assert_null(r);
     }
+    /* max_string holds for strings compared in place too: the signature (40) is the first
+     * string over 39 bytes ("JAVA PROFILE 1.0.2" is 18). */
+    {
+        lw_json_limits sig39 = {0, 0, 0, 0, 39};
+        lw_leak_report *r = NULL;
+        lw_error err = {0};
+        assert_int_equal(decode(base_doc, &sig39, &r, &err), LW_ERR_LIMIT);
+        assert_string_equal(err.message, "leaks[0]: \"signature\" is 40 bytes, over the 39-byte limit");
+        assert_null(r);
+    }
     /* At the limits exactly: accepted. */
     lw_json_limits exact = {len, 2, 2, 3, 200};
     lw_leak_report *r = NULL;
