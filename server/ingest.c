@@ -33,7 +33,8 @@ typedef struct {
     /* meta */
     char *meta;               /* as sent, '\0'-terminated: stored as it is once checked */
     size_t meta_len;
-    json_t *meta_json;
+    lw_report_meta meta_doc;  /* meta parsed (check_meta) */
+    int meta_ok;
     char report_id[37];
     char app_version[129];
     long long build;
@@ -64,20 +65,20 @@ static void fail(ld_req *r, unsigned status, const char *code, const char *msg) 
 /* Validates meta; returns 0 or prepares the answer. */
 static int check_meta(ld_req *r) {
     ingest *in = r->state;
-    json_error_t je;
-    char msg[512];
-    in->meta_json = json_loadb(in->meta, in->meta_len, JSON_REJECT_DUPLICATES, &je);
-    if (!in->meta_json || !json_is_object(in->meta_json)) {
-        snprintf(msg, sizeof msg, "meta is not a JSON object (line %d: %s)", je.line, in->meta_json ? "not an object" : je.text);
-        fail(r, 400, "bad_meta", msg);
+    char msg[600];
+    lw_error e;
+    lw_report_meta *m = &in->meta_doc;
+    if (lw_report_meta_parse(in->meta, in->meta_len, m, &e) != LW_OK) {
+        if (e.status == LW_ERR_NOMEM) {
+            fail(r, 503, "unavailable", "out of memory");
+        } else {
+            snprintf(msg, sizeof msg, "meta is not a JSON object (%s)", e.message);
+            fail(r, 400, "bad_meta", msg);
+        }
         return -1;
     }
-    json_t *m = in->meta_json;
-    const char *id = json_string_value(json_object_get(m, "report_id"));
-    const char *app = json_string_value(json_object_get(m, "app"));
-    const char *mode = json_string_value(json_object_get(m, "mode"));
-    json_t *ver = json_object_get(m, "app_version"), *build = json_object_get(m, "build");
-    json_t *device = json_object_get(m, "device");
+    in->meta_ok = 1;
+    const char *id = m->report_id, *app = m->app, *mode = m->mode;
     if (!id || !ld_uuid_valid(id)) {
         fail(r, 400, "bad_meta", "meta.report_id must be a lower-case UUID");
         return -1;
@@ -90,22 +91,22 @@ static int check_meta(ld_req *r) {
         fail(r, 400, "bad_meta", "meta.mode must be \"heap\" or \"traces\"");
         return -1;
     }
-    if (ver && (!json_is_string(ver) || json_string_length(ver) > 128)) {
+    if (m->app_version_bad || (m->app_version && m->app_version_len > 128)) {
         fail(r, 400, "bad_meta", "meta.app_version must be a string of at most 128 bytes");
         return -1;
     }
-    if (build && (!json_is_integer(build) || json_integer_value(build) < 0)) {
+    if (m->build_bad || (m->has_build && m->build < 0)) {
         fail(r, 400, "bad_meta", "meta.build must be a non-negative integer");
         return -1;
     }
-    const char *install = device && json_is_object(device) ? json_string_value(json_object_get(device, "install_id")) : NULL;
-    if (install && strlen(install) > 64) {
+    const char *install = m->install_id;
+    if (install && m->install_id_len > 64) {
         fail(r, 400, "bad_meta", "meta.device.install_id must be at most 64 bytes");
         return -1;
     }
     snprintf(in->report_id, sizeof in->report_id, "%s", id);
-    snprintf(in->app_version, sizeof in->app_version, "%s", ver ? json_string_value(ver) : "");
-    in->build = build ? json_integer_value(build) : 0;
+    snprintf(in->app_version, sizeof in->app_version, "%s", m->app_version ? m->app_version : "");
+    in->build = m->has_build ? m->build : 0;
     snprintf(in->install_id, sizeof in->install_id, "%s", install ? install : "");
     snprintf(in->want, sizeof in->want, "%s", mode);
     if (r->who.kind == LD_KEY_ADMIN) {
@@ -252,7 +253,7 @@ static void cleanup(ld_req *r) {
     if (!in) return;
     ld_blob_file_free(in->blob);
     ld_mp_free(in->mp);
-    json_decref(in->meta_json);
+    lw_report_meta_free(&in->meta_doc);
     free(in->meta);
     free(in->traces);
     free(in->result_json);
@@ -448,7 +449,7 @@ static void on_end(ld_req *r) {
         fail(r, 400, "bad_multipart", ld_mp_error(in->mp));
         return;
     }
-    if (!in->meta_json) {
+    if (!in->meta_ok) {
         fail(r, 400, "bad_multipart", "the meta part is missing");
         return;
     }
@@ -457,7 +458,7 @@ static void on_end(ld_req *r) {
         return;
     }
     if (resolve_app(r) != 0) return;
-    /* Stored as sent: jansson has checked it (no NUL, valid UTF-8, no duplicate key), and
+    /* Stored as sent: check_meta has parsed it (no NUL, valid UTF-8, no duplicate key), and
      * writing it out again cost as much as reading it. */
     ld_report_in rin = {in->report_id, in->app_id, in->want, in->app_version, in->build, in->install_id, in->meta, NULL, 0};
     if (strcmp(in->want, "traces") == 0) {

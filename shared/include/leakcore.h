@@ -233,6 +233,34 @@ typedef struct lw_json_limits {
 LW_CORE_API lw_status lw_leak_report_from_json(const char *text, size_t len, const lw_json_limits *limits,
                                                lw_leak_report **out, lw_error *err);
 
+/* ---- report meta: the first part of an upload (ARCHITECTURE.md, wire protocol) -------- */
+
+/* What a server reads from an upload's meta object, checked for JSON type only: the values'
+ * rules (a UUID, a known mode, lengths) are the server's. A string member that is absent or
+ * not a string is NULL; `app_version_bad` / `build_bad` say that member is present with
+ * another type. `install_id` is `device.install_id` when `device` is an object and it is a
+ * string. The strings are NUL-terminated and live until lw_report_meta_free. */
+typedef struct lw_report_meta {
+    const char *report_id;
+    const char *app;
+    const char *mode;
+    const char *app_version;
+    size_t app_version_len;
+    int app_version_bad;
+    int has_build;     /* build is present and an integer */
+    int build_bad;     /* build is present and not an integer */
+    int64_t build;
+    const char *install_id;
+    size_t install_id_len;
+    void *doc_;        /* the parsed document the strings point into */
+} lw_report_meta;
+
+/* Parses a meta object of `len` bytes with the strictness of the trace JSON (RFC 8259, valid
+ * UTF-8, no duplicate keys). LW_ERR_FORMAT when it is not JSON or not an object. Free *out with
+ * lw_report_meta_free, also after a failure. */
+LW_CORE_API lw_status lw_report_meta_parse(const char *text, size_t len, lw_report_meta *out, lw_error *err);
+LW_CORE_API void lw_report_meta_free(lw_report_meta *meta);
+
 /* ---- trimming and compression ----------------------------------------------------------- */
 
 typedef struct lw_trim_options {

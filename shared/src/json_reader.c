@@ -344,3 +344,17 @@ long lw__jr_at(const lw__jr *jr, long arr, size_t i) {
     while (i--) c = jr->v[c].end;
     return (long)c;
 }
+
+void lw__jr_position(const char *text, size_t pos, size_t *line, size_t *col) {
+    size_t l = 1, c = 1;
+    for (size_t i = 0; i < pos; i++) {
+        if (text[i] == '\n') {
+            l++;
+            c = 1;
+        } else {
+            c++;
+        }
+    }
+    *line = l;
+    *col = c;
+}

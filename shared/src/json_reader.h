@@ -48,6 +48,9 @@ typedef struct lw__jr {
 int lw__jr_parse(lw__jr *jr, const char *text, size_t len, char *msg, size_t msg_cap, size_t *err_pos);
 void lw__jr_free(lw__jr *jr);
 
+/* The 1-based line and column of byte `pos` of text, for an error message. */
+void lw__jr_position(const char *text, size_t pos, size_t *line, size_t *col);
+
 /* The member `key` of object value `obj`, or -1 (also when `obj` is not an object or < 0). */
 long lw__jr_get(const lw__jr *jr, long obj, const char *key);
 /* The i-th child of array `arr`, or -1. Walking all children is cheaper with `end`. */

@@ -413,15 +413,8 @@ lw_status lw_leak_report_from_json(const char *text, size_t len, const lw_json_l
     if (rc != 0) {
         lw__jr_free(&jr);
         if (rc == -2) return lw__fail(err, LW_ERR_NOMEM, "out of memory");
-        size_t line = 1, col = 1;
-        for (size_t i = 0; i < pos; i++) {
-            if (text[i] == '\n') {
-                line++;
-                col = 1;
-            } else {
-                col++;
-            }
-        }
+        size_t line, col;
+        lw__jr_position(text, pos, &line, &col);
         return lw__fail(err, LW_ERR_FORMAT, "trace JSON is malformed at line %zu, column %zu (byte %zu): %s", line, col, pos,
                         msg);
     }
