@@ -349,7 +349,8 @@ static void link_migration(const char *dir, const char *name)
 /* 0004 re-keys a group's devices by (app, signature): the devices a server counted before it
  * are still there after it, and still not new. 0005 stores the documents as json: the same
  * documents, still compressed with lz4 and without statistics; 0006 as text, and checks
- * signatures without a regex, to the same rule. */
+ * signatures without a regex, to the same rule; 0007 keeps meta as json, with lz4 and no
+ * statistics. */
 static void test_migrations_keep_data(void **state)
 {
     ld_db *db = *state;
@@ -418,6 +419,17 @@ static void test_migrations_keep_data(void **state)
                  "  || attstattarget, ',' ORDER BY attname) FROM pg_attribute"
                  " WHERE attrelid = 'reports'::regclass AND attname = 'result'",
                  "result text l 0");
+    link_migration(dir, "0007_meta_json.sql");
+    assert_int_equal(ld_db_exec_script(db, "UPDATE reports SET meta = '{\"device\": {\"install_id\": \"dev-1\"}}'"), LD_OK);
+    assert_int_equal(ld_migrate(db, dir, &applied, &version, err, sizeof err), LD_OK);
+    assert_int_equal(applied, 1);
+    assert_int_equal(version, 7);
+    assert_query(db, "SELECT pg_typeof(meta)::text || ' ' || (meta #>> '{device,install_id}') FROM reports", "json dev-1");
+    assert_query(db,
+                 "SELECT string_agg(attname || ' ' || format_type(atttypid, atttypmod) || ' ' || attcompression::text || ' '"
+                 "  || attstattarget, ',' ORDER BY attname) FROM pg_attribute"
+                 " WHERE attrelid = 'reports'::regclass AND attname = 'meta'",
+                 "meta json l 0");
     /* the signature rule without the regex: 40 lower-case hex digits, nothing else */
     assert_int_equal(ld_db_exec_script(db, "UPDATE leak_groups SET signature = left(repeat('0123456789abcdef', 3), 40)"
                                            " WHERE signature = repeat('a', 40)"),
