@@ -346,6 +346,28 @@ static void link_migration(const char *dir, const char *name)
     assert_int_equal(symlink(from, to), 0);
 }
 
+/* Each column of `where` (a pg_attribute condition) as "name type compression statistics". */
+static void assert_columns(ld_db *db, const char *where, const char *expected)
+{
+    char sql[512];
+    snprintf(sql, sizeof sql,
+             "SELECT string_agg(attname || ' ' || format_type(atttypid, atttypmod) || ' ' || attcompression::text || ' '"
+             "  || attstattarget, ',' ORDER BY attname) FROM pg_attribute WHERE %s",
+             where);
+    assert_query(db, sql, expected);
+}
+
+/* Links migration `name` into dir and applies it alone: the schema is then at `version`. */
+static void migrate_to(ld_db *db, const char *dir, const char *name, int version)
+{
+    char err[512];
+    int applied = -1, got = -1;
+    link_migration(dir, name);
+    assert_int_equal(ld_migrate(db, dir, &applied, &got, err, sizeof err), LD_OK);
+    assert_int_equal(applied, 1);
+    assert_int_equal(got, version);
+}
+
 /* 0004 re-keys a group's devices by (app, signature): the devices a server counted before it
  * are still there after it, and still not new. 0005 stores the documents as json: the same
  * documents, still compressed with lz4 and without statistics; 0006 as text, and checks
@@ -396,40 +418,21 @@ static void test_migrations_keep_data(void **state)
                                            " ('11111111-1111-1111-1111-111111111111', 1, 'traces', 'done', '{}',"
                                            "  '{\"leaks\": [{\"signature\": \"x\", \"count\": 2}]}')"),
                      LD_OK);
-    link_migration(dir, "0005_json_documents.sql");
-    assert_int_equal(ld_migrate(db, dir, &applied, &version, err, sizeof err), LD_OK);
-    assert_int_equal(applied, 1);
-    assert_int_equal(version, 5);
+    migrate_to(db, dir, "0005_json_documents.sql", 5);
     assert_query(db, "SELECT pg_typeof(result)::text || ' ' || (result->'leaks'->0->>'count') FROM reports", "json 2");
     assert_query(db, "SELECT string_agg(representative::text, ',') FROM leak_groups", "{},{}");
-    assert_query(db,
-                 "SELECT string_agg(attname || ' ' || format_type(atttypid, atttypmod) || ' ' || attcompression::text || ' '"
-                 "  || attstattarget, ',' ORDER BY attname) FROM pg_attribute"
-                 " WHERE attrelid IN ('reports'::regclass, 'leak_groups'::regclass)"
-                 "  AND attname IN ('result', 'representative')",
-                 "representative json l 0,result json l 0");
+    assert_columns(db,
+                   "attrelid IN ('reports'::regclass, 'leak_groups'::regclass) AND attname IN ('result', 'representative')",
+                   "representative json l 0,result json l 0");
 
-    link_migration(dir, "0006_result_text.sql");
-    assert_int_equal(ld_migrate(db, dir, &applied, &version, err, sizeof err), LD_OK);
-    assert_int_equal(applied, 1);
-    assert_int_equal(version, 6);
+    migrate_to(db, dir, "0006_result_text.sql", 6);
     assert_query(db, "SELECT pg_typeof(result)::text || ' ' || (result::json->'leaks'->0->>'count') FROM reports", "text 2");
-    assert_query(db,
-                 "SELECT string_agg(attname || ' ' || format_type(atttypid, atttypmod) || ' ' || attcompression::text || ' '"
-                 "  || attstattarget, ',' ORDER BY attname) FROM pg_attribute"
-                 " WHERE attrelid = 'reports'::regclass AND attname = 'result'",
-                 "result text l 0");
-    link_migration(dir, "0007_meta_json.sql");
+    assert_columns(db, "attrelid = 'reports'::regclass AND attname = 'result'", "result text l 0");
+
     assert_int_equal(ld_db_exec_script(db, "UPDATE reports SET meta = '{\"device\": {\"install_id\": \"dev-1\"}}'"), LD_OK);
-    assert_int_equal(ld_migrate(db, dir, &applied, &version, err, sizeof err), LD_OK);
-    assert_int_equal(applied, 1);
-    assert_int_equal(version, 7);
+    migrate_to(db, dir, "0007_meta_json.sql", 7);
     assert_query(db, "SELECT pg_typeof(meta)::text || ' ' || (meta #>> '{device,install_id}') FROM reports", "json dev-1");
-    assert_query(db,
-                 "SELECT string_agg(attname || ' ' || format_type(atttypid, atttypmod) || ' ' || attcompression::text || ' '"
-                 "  || attstattarget, ',' ORDER BY attname) FROM pg_attribute"
-                 " WHERE attrelid = 'reports'::regclass AND attname = 'meta'",
-                 "meta json l 0");
+    assert_columns(db, "attrelid = 'reports'::regclass AND attname = 'meta'", "meta json l 0");
     /* the signature rule without the regex: 40 lower-case hex digits, nothing else */
     assert_int_equal(ld_db_exec_script(db, "UPDATE leak_groups SET signature = left(repeat('0123456789abcdef', 3), 40)"
                                            " WHERE signature = repeat('a', 40)"),
