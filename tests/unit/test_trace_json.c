@@ -225,9 +225,9 @@ static void test_encoder_repairs_bad_utf8_and_escapes(void **state) {
  * value at every offset of a word, past the end of a word and at the end of the input. */
 static void test_plain_run_scan_matches_bytewise(void **state) {
     (void)state;
-    unsigned char buf[40];
+    unsigned char buf[72]; /* stops in the first, second, third and fourth 16 bytes, and in the tail */
     for (int v = 0; v < 256; v++)
-        for (size_t at = 0; at < 24; at++)
+        for (size_t at = 0; at < 64; at++)
             for (size_t len = at; len <= at + 9 && len <= sizeof buf; len++) {
                 memset(buf, 'a', sizeof buf);
                 if (at < sizeof buf) buf[at] = (unsigned char)v;
