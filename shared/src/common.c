@@ -56,17 +56,27 @@ char *lw__strndup(const char *s, size_t n) {
 
 char *lw__strdup(const char *s) { return s ? lw__strndup(s, strlen(s)) : NULL; }
 
-void lw__buf_grow_append(lw__buf *b, const void *data, size_t len) {
-    if (b->failed) return;
+int lw__buf_reserve(lw__buf *b, size_t n) {
+    if (b->failed) return 0;
+    if (n < b->capacity - b->size) return 1;
     size_t max = b->max ? b->max : SIZE_MAX;
-    if (len > max - b->size || b->size + len == SIZE_MAX) { b->failed = 1; return; }
-    if (b->size + len + 1 > b->capacity) {
-        size_t cap = b->capacity ? b->capacity : 256;
-        while (cap < b->size + len + 1) cap = cap > SIZE_MAX / 2 ? SIZE_MAX : cap * 2;
-        char *p = lw__realloc(b->data, cap);
-        if (!p) { b->failed = 1; return; }
-        b->data = p;
-        b->capacity = cap;
+    if (n > max - b->size || b->size + n == SIZE_MAX) return 0;
+    size_t cap = b->capacity ? b->capacity : 256;
+    while (cap < b->size + n + 1) cap = cap > SIZE_MAX / 2 ? SIZE_MAX : cap * 2;
+    char *p = lw__realloc(b->data, cap);
+    if (!p) {
+        b->failed = 1;
+        return 0;
+    }
+    b->data = p;
+    b->capacity = cap;
+    return 1;
+}
+
+void lw__buf_grow_append(lw__buf *b, const void *data, size_t len) {
+    if (!lw__buf_reserve(b, len)) {
+        b->failed = 1;
+        return;
     }
     memcpy(b->data + b->size, data, len);
     b->size += len;

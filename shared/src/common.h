@@ -36,6 +36,9 @@ typedef struct lw__buf {
 /* The JSON writer appends a few bytes at a time, thousands of times a document: the common
  * case (room left, under max) is inline; growing and failing are lw__buf_grow_append's. */
 void lw__buf_grow_append(lw__buf *b, const void *data, size_t len);
+/* Room for n more bytes and the NUL: 1, or 0 when the buffer has failed, memory ran out (it
+ * fails) or n would pass its max (it does not fail: smaller appends may still fit). */
+int lw__buf_reserve(lw__buf *b, size_t n);
 static inline void lw__buf_append(lw__buf *b, const void *data, size_t len) {
     if (!b->failed && len < b->capacity - b->size && (!b->max || len <= b->max - b->size)) {
         memcpy(b->data + b->size, data, len);

@@ -28,39 +28,60 @@ static void value(lw__jw *w) {
     else item(w);
 }
 
+/* A JSON string: runs of plain bytes copied whole, '"', '\\' and control characters escaped,
+ * a byte that is not UTF-8 replaced by U+FFFD. Written straight into one reservation for the
+ * worst case (every byte as \u00XX) rather than appended piece by piece, each piece checking
+ * for room: the writer's buffer has no maximum, so only memory can refuse it. */
 static void quoted(lw__buf *b, const char *str) {
-    const unsigned char *s = (const unsigned char *)str, *run = s, *end = s + strlen(str);
-    lw__buf_append(b, "\"", 1);
-    for (;;) {
-        s = lw__json_plain_end(s, end); /* runs are appended whole, not a byte at a time */
-        if (s == end) break;
-        size_t n = 1;
-        const char *esc = NULL;
-        char hex[8];
-        if (*s == '"') esc = "\\\"";
-        else if (*s == '\\') esc = "\\\\";
-        else if (*s < 0x20) {
-            switch (*s) {
-            case '\b': esc = "\\b"; break;
-            case '\f': esc = "\\f"; break;
-            case '\n': esc = "\\n"; break;
-            case '\r': esc = "\\r"; break;
-            case '\t': esc = "\\t"; break;
-            default: snprintf(hex, sizeof hex, "\\u%04X", *s); esc = hex;
-            }
-        } else if ((n = lw__utf8_len(s, (size_t)(end - s) < 4 ? (size_t)(end - s) : 4)) == 0) {
-            esc = "\xEF\xBF\xBD"; /* U+FFFD for the bad byte */
-            n = 1;
-        }
-        if (esc) {
-            lw__buf_append(b, run, (size_t)(s - run));
-            lw__buf_puts(b, esc);
-            run = s + n;
-        }
-        s += n;
+    static const char hex[] = "0123456789ABCDEF";
+    static const char short_escape[32] = {['\b'] = 'b', ['\f'] = 'f', ['\n'] = 'n', ['\r'] = 'r', ['\t'] = 't'};
+    const unsigned char *s = (const unsigned char *)str;
+    size_t len = strlen(str);
+    if (len > (SIZE_MAX - 16) / 6 || !lw__buf_reserve(b, 6 * len + 2)) {
+        b->failed = 1;
+        return;
     }
-    lw__buf_append(b, run, (size_t)(s - run));
-    lw__buf_append(b, "\"", 1);
+    const unsigned char *end = s + len;
+    char *o = b->data + b->size;
+    *o++ = '"';
+    for (;;) {
+        const unsigned char *run = s;
+        s = lw__json_plain_end(s, end);
+        memcpy(o, run, (size_t)(s - run));
+        o += s - run;
+        if (s == end) break;
+        unsigned c = *s;
+        if (c == '"' || c == '\\') {
+            *o++ = '\\';
+            *o++ = (char)c;
+            s++;
+        } else if (c < 0x20) {
+            *o++ = '\\';
+            if (short_escape[c]) {
+                *o++ = short_escape[c];
+            } else {
+                memcpy(o, "u00", 3);
+                o[3] = hex[c >> 4];
+                o[4] = hex[c & 15];
+                o += 5;
+            }
+            s++;
+        } else {
+            size_t n = lw__utf8_len(s, (size_t)(end - s) < 4 ? (size_t)(end - s) : 4);
+            if (n == 0) {
+                memcpy(o, "\xEF\xBF\xBD", 3); /* U+FFFD for the bad byte */
+                o += 3;
+                s++;
+            } else {
+                memcpy(o, s, n);
+                o += n;
+                s += n;
+            }
+        }
+    }
+    *o++ = '"';
+    b->size = (size_t)(o - b->data);
+    b->data[b->size] = 0;
 }
 
 void lw__jw_open(lw__jw *w, char bracket) {
