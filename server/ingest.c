@@ -72,7 +72,7 @@ static int check_meta(ld_req *r) {
         if (e.status == LW_ERR_NOMEM) {
             fail(r, 503, "unavailable", "out of memory");
         } else {
-            snprintf(msg, sizeof msg, "meta is not a JSON object (%s)", e.message);
+            snprintf(msg, sizeof msg, "meta: %s", e.message); /* "not a JSON object", or where it is not JSON */
             fail(r, 400, "bad_meta", msg);
         }
         return -1;
