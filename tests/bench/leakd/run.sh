@@ -14,7 +14,8 @@
 #                 full_page_writes on, shared_buffers=128MB and the WAL settings
 #                 docs/operations.md recommends, as in production, and its WAL segments are
 #                 recycled before the runs) or test (pg_cluster.sh's fsync=off settings)
-#   PREWARM_WAL_MB  WAL written and recycled before the runs in durable mode (1024)
+#   PREWARM_WAL_MB  WAL written and recycled before the runs in durable mode (4096: the
+#                 segments a server keeps after running at this load, max_wal_size)
 #   CONNS         client connections of the baselines and of the 16-connection traces run (16);
 #                 DB_POOL leakd's pool (16)
 #   TRACES_CONNS  client connections of the closed-loop traces runs that measure reports/s (64):
@@ -43,7 +44,7 @@ TRACES_CONNS=${TRACES_CONNS:-64}
 DB_POOL=${DB_POOL:-16}
 SECONDS_A=${SECONDS_A:-10}
 RATE_SECONDS=${RATE_SECONDS:-60}
-PREWARM_WAL_MB=${PREWARM_WAL_MB:-1024}
+PREWARM_WAL_MB=${PREWARM_WAL_MB:-4096}
 
 for b in "$LEAKD" "$LOAD"; do
     [[ -x $b ]] || { echo "run.sh: $b missing; build it: cmake --build $BUILD_DIR --target leakd leakd_load" >&2; exit 2; }
@@ -115,7 +116,7 @@ if [[ $PG_MODE == durable ]]; then
     as_pg "$PG_BINDIR/pg_ctl" -D "$PGDIR/data" -l "$PGDIR/server.log" -m fast -w -t 60 -s \
         -o "-p $PG_PORT -c listen_addresses=127.0.0.1 -c unix_socket_directories=$PGDIR/sock \
             -c fsync=on -c synchronous_commit=on -c full_page_writes=on -c shared_buffers=128MB \
-            -c max_wal_size=4GB -c min_wal_size=1GB -c wal_compression=lz4 -c backend_flush_after=256kB \
+            -c max_wal_size=4GB -c min_wal_size=4GB -c wal_compression=lz4 -c backend_flush_after=256kB \
             -c max_connections=100 -c log_min_messages=warning -c log_checkpoints=on \
             -c log_autovacuum_min_duration=0 -c log_line_prefix='%m [%p] '" restart >/dev/null
 fi
@@ -123,8 +124,10 @@ PG_PID=$(head -n 1 "$PGDIR/data/postmaster.pid")
 PSQL=("$PG_BINDIR/psql" -X -q -h 127.0.0.1 -p "$PG_PORT" -U postgres -v ON_ERROR_STOP=1)
 # A server that has been running reuses its WAL segments: each checkpoint renames the old ones
 # for reuse. A new cluster has none, and creating a segment zero-fills 16 MB while every commit
-# waits (30-100 ms here, every 1.5 s at this load). WAL messages that touch no table, then a
-# checkpoint, give this one segments to reuse, as a running server has.
+# waits (30-100 ms here, one or two a second at this load). WAL messages that touch no table,
+# then a checkpoint, give this one segments to reuse, as many as a server that has run at this
+# load keeps (max_wal_size): the fixed-rate run alone writes 1.2-1.6 GB before a checkpoint
+# ends, and with 1 GB its last 10-15 s made new segments (70-80 ms stalls, 2 a second).
 if [[ $PG_MODE == durable ]]; then
     say "PostgreSQL: ${PREWARM_WAL_MB} MB of WAL written and recycled, as on a server that has been running"
     "${PSQL[@]}" -d postgres -c "SELECT count(pg_logical_emit_message(false, 'leakwatch-bench', repeat('x', 1048576)))
