@@ -28,19 +28,26 @@
  * trace out of a ~10 KB document costs about as much as the rest of the report); for the
  * others, the JSON null in its place goes to an insert that turns into the update (leakd
  * never deletes a group; deleting its app by hand would, and fails this insert on the app's
- * key). Set-based: the devices new to each signature are inserted first (keyed by app and
- * signature, so the group need not exist yet), then each group the batch touches is upserted
- * once with the batch's sums and its new devices, and the occurrences are inserted. Devices,
- * then groups, are locked in (app, signature[, install_id]) order, so concurrent statements
- * cannot deadlock, and a device two of them insert at once is new to only one. */
+ * key). Set-based: the devices new to each signature are inserted first (keyed by app and a
+ * 16-byte hash of signature and install_id, migration 0008, so the group need not exist yet),
+ * then each group the batch touches is upserted once with the batch's sums and its new
+ * devices, and the occurrences are inserted. Devices in (app, key) order, then groups in
+ * (app, signature) order, are locked, so concurrent statements cannot deadlock, and a device
+ * two of them insert at once is new to only one. */
 #define LD_GROUPING_CTES(KIND, DESCR, PATTERN, CLASS, FIRSTV, LASTV, REP) \
     /* An empty install_id (unknown device) is not a device. The device table outlives \
-     * retention, so a device seen again after its occurrences were purged is not new. */ \
+     * retention, so a device seen again after its occurrences were purged is not new. The \
+     * signature has 40 characters, so sig || install_id is unambiguous. */ \
+    " dkey AS (" \
+    "  SELECT DISTINCT app_id, sig," \
+    "    encode(substring(sha256(convert_to(sig || install_id, 'UTF8')) FOR 16), 'hex')::uuid AS k" \
+    "  FROM src WHERE install_id <> '')," \
     " dev AS (" \
-    "  INSERT INTO leak_group_devices (app_id, signature, install_id)" \
-    "  SELECT DISTINCT app_id, sig, install_id FROM src WHERE install_id <> '' ORDER BY 1, 2, 3" \
-    "  ON CONFLICT DO NOTHING RETURNING app_id, signature)," \
-    " new_dev AS (SELECT app_id, signature AS sig, count(*) AS n FROM dev GROUP BY app_id, signature)," \
+    "  INSERT INTO leak_group_devices (app_id, device_key) SELECT app_id, k FROM dkey ORDER BY 1, 2" \
+    "  ON CONFLICT DO NOTHING RETURNING app_id, device_key)," \
+    " new_dev AS (" \
+    "  SELECT d.app_id, d.sig, count(*) AS n FROM dev JOIN dkey d ON d.app_id = dev.app_id AND d.k = dev.device_key" \
+    "  GROUP BY d.app_id, d.sig)," \
     " per_group AS (" \
     "  SELECT app_id, sig, count(*) AS n, LEAST(sum(objects), 9223372036854775807)::bigint AS objects," \
     "    min(build) AS min_build, max(build) AS max_build, min(vrank) AS first_r, max(vrank) AS last_r," \

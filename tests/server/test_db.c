@@ -372,7 +372,8 @@ static void migrate_to(ld_db *db, const char *dir, const char *name, int version
  * are still there after it, and still not new. 0005 stores the documents as json: the same
  * documents, still compressed with lz4 and without statistics; 0006 as text, and checks
  * signatures without a regex, to the same rule; 0007 keeps meta as json, with lz4 and no
- * statistics. */
+ * statistics; 0008 keys each device by a hash of its signature and install_id, and keeps when
+ * it was first seen. */
 static void test_migrations_keep_data(void **state)
 {
     ld_db *db = *state;
@@ -444,6 +445,21 @@ static void test_migrations_keep_data(void **state)
         snprintf(sql, sizeof sql, "UPDATE leak_groups SET signature = %s WHERE signature = repeat('b', 40)", bad[i]);
         assert_int_not_equal(ld_db_exec_script(db, sql), LD_OK);
     }
+
+    migrate_to(db, dir, "0008_device_keys.sql", 8);
+    assert_query(db,
+                 "SELECT string_agg(column_name || ' ' || data_type, ',' ORDER BY ordinal_position)"
+                 " FROM information_schema.columns WHERE table_name = 'leak_group_devices'",
+                 "app_id bigint,device_key uuid,first_seen timestamp with time zone");
+    /* each pair keeps its first_seen under its key, and is still not new */
+    assert_query(db,
+                 "SELECT string_agg(s || ' ' || i || ' ' || coalesce(to_char(d.first_seen AT TIME ZONE 'UTC', 'MM-DD'),"
+                 "  'none'), ',' ORDER BY s, i)"
+                 " FROM (VALUES ('a', 'dev-1'), ('a', 'dev-2'), ('b', 'dev-1'), ('b', 'dev-3'), ('b', 'dev-2')) AS p(s, i)"
+                 " LEFT JOIN leak_group_devices d ON d.app_id = 1 AND d.device_key ="
+                 "  encode(substring(sha256(convert_to(repeat(p.s, 40) || p.i, 'UTF8')) FOR 16), 'hex')::uuid",
+                 "a dev-1 01-02,a dev-2 01-03,b dev-1 01-04,b dev-2 none,b dev-3 01-05");
+    assert_query(db, "SELECT count(*) FROM leak_group_devices", "5");
     remove_dir(dir);
     free(dir);
 }
