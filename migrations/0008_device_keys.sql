@@ -4,7 +4,7 @@
 -- leak_group_devices exists to tell whether a device is new to a group; nothing reads an
 -- install_id back from it. Keyed by (app_id, signature, install_id) its index entries were
 -- 80-100 bytes, and every traces report inserts one at a random place in it: under sustained
--- load it outgrew shared_buffers (13,000 pages after ~1.3 million pairs), and in the first
+-- load it outgrew shared_buffers (13,000 pages after ~1 million pairs), and in the first
 -- second or two after each checkpoint started, nearly every one of its pages went to the WAL
 -- as a full-page image (9,500 of the 11,500 images in 4 s at 5,000 reports/s). The key is now
 -- the first 16 bytes of sha256(signature || install_id) (the signature is always 40
