@@ -48,6 +48,8 @@ static const setting settings[] = {
     I("LEAKD_RETENTION_DAYS", "--retention-days", retention_days, "90", 0, "reports older than this are deleted (0 = never)"),
     I("LEAKD_KEEP_BLOBS", "--keep-blobs", keep_blobs, "0", 0, "1 keeps a dump after its analysis (default: deleted)"),
     I("LEAKD_FAILED_BLOB_DAYS", "--failed-blob-days", failed_blob_days, "7", 0, "days a failed report's dump is kept for inspection"),
+    U("LEAKD_FAILED_BLOB_MAX_BYTES", "--failed-blob-max-bytes", failed_blob_max_bytes, "10737418240",
+      "failed reports' dumps kept at most, the newest first (0 = no cap)"),
     U("LEAKD_ANALYSIS_MEMORY", "--analysis-memory", analysis_memory, "2147483648", "memory budget of one analysis (bytes)"),
     I("LEAKD_ANALYSIS_TIMEOUT", "--analysis-timeout", analysis_timeout_s, "600", 1, "wall-clock limit of one analysis (s)"),
     U("LEAKD_MAX_DECOMPRESSED_BYTES", "--max-decompressed-bytes", max_decompressed, "17179869184", "largest decompressed dump"),
@@ -83,6 +85,7 @@ const char ld_config_help[] =
     "  --retention-days N          LEAKD_RETENTION_DAYS         delete older reports (90; 0 = never)\n"
     "  --keep-blobs 0|1            LEAKD_KEEP_BLOBS             keep dumps after analysis (0: deleted)\n"
     "  --failed-blob-days N        LEAKD_FAILED_BLOB_DAYS       keep a failed report's dump (7)\n"
+    "  --failed-blob-max-bytes N   LEAKD_FAILED_BLOB_MAX_BYTES  and at most this much of them (10 GiB; 0 = no cap)\n"
     "  --analysis-memory N         LEAKD_ANALYSIS_MEMORY        bytes per analysis (2 GiB)\n"
     "  --analysis-timeout S        LEAKD_ANALYSIS_TIMEOUT       seconds per analysis (600)\n"
     "  --max-decompressed-bytes N  LEAKD_MAX_DECOMPRESSED_BYTES largest decompressed dump (16 GiB)\n"

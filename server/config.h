@@ -28,6 +28,7 @@ typedef struct ld_config {
     int retention_days;           /* LEAKD_RETENTION_DAYS, default 90; 0 = keep forever */
     int keep_blobs;               /* LEAKD_KEEP_BLOBS: 1 keeps a dump after its analysis; default 0 */
     int failed_blob_days;         /* LEAKD_FAILED_BLOB_DAYS: a failed report's dump is kept this long, default 7 */
+    uint64_t failed_blob_max_bytes; /* LEAKD_FAILED_BLOB_MAX_BYTES: and the newest up to this much, default 10 GiB; 0 = no cap */
     uint64_t analysis_memory;     /* LEAKD_ANALYSIS_MEMORY, bytes, default 2 GiB */
     int analysis_timeout_s;       /* LEAKD_ANALYSIS_TIMEOUT, default 600 */
     uint64_t max_decompressed;    /* LEAKD_MAX_DECOMPRESSED_BYTES, default 16 GiB */

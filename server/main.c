@@ -102,7 +102,8 @@ static void delete_blobs(ld_server *s, char **paths, size_t n) {
     ld_blob_paths_free(paths, n);
 }
 
-/* Hourly: reports past LEAKD_RETENTION_DAYS, and failed reports' dumps past LEAKD_FAILED_BLOB_DAYS. */
+/* At start and hourly: reports past LEAKD_RETENTION_DAYS, and failed reports' dumps past
+ * LEAKD_FAILED_BLOB_DAYS or beyond the newest LEAKD_FAILED_BLOB_MAX_BYTES of them. */
 static void purge_old(ld_server *s) {
     ld_db *db = ld_pool_get(s->pool, 5000);
     if (!db) return;
@@ -113,9 +114,15 @@ static void purge_old(ld_server *s) {
         delete_blobs(s, paths, np);
         if (n) ld_info("retention: deleted %lld report(s) older than %d days", (long long)n, s->cfg.retention_days);
     }
-    if (!s->cfg.keep_blobs && ld_failed_blobs_purge(db, s->cfg.failed_blob_days, &paths, &np) == LD_OK) {
+    if (!s->cfg.keep_blobs &&
+        ld_failed_blobs_purge(db, s->cfg.failed_blob_days, s->cfg.failed_blob_max_bytes, &paths, &np) == LD_OK) {
         delete_blobs(s, paths, np);
-        if (np) ld_info("retention: deleted the dumps of %zu failed report(s) older than %d days", np, s->cfg.failed_blob_days);
+        char cap[64] = "";
+        if (s->cfg.failed_blob_max_bytes)
+            snprintf(cap, sizeof cap, " or beyond the newest %llu bytes", (unsigned long long)s->cfg.failed_blob_max_bytes);
+        if (np)
+            ld_info("retention: deleted the dumps of %zu failed report(s) older than %d days%s", np,
+                    s->cfg.failed_blob_days, cap);
     }
     ld_pool_put(s->pool, db);
 }

@@ -455,10 +455,10 @@ void ld_blob_paths_free(char **paths, size_t n) {
     free(paths);
 }
 
-/* Runs `sql` (one parameter: days) in a transaction and collects the non-NULL blob paths
- * of column 0 of its RETURNING rows: a list the caller deletes from disk after the commit. */
-static ld_status purge_returning_paths(ld_db *db, const char *sql, int days, int64_t *rows_out, char ***blob_paths_out,
-                                       size_t *nblobs) {
+/* Runs `sql` (parameters p[0..np)) in a transaction and collects the non-NULL blob paths of
+ * column 0 of its RETURNING rows: a list the caller deletes from disk after the commit. */
+static ld_status purge_returning_paths(ld_db *db, const char *sql, int np, const char *const *p, int64_t *rows_out,
+                                       char ***blob_paths_out, size_t *nblobs) {
     *rows_out = 0;
     *blob_paths_out = NULL;
     *nblobs = 0;
@@ -466,12 +466,9 @@ static ld_status purge_returning_paths(ld_db *db, const char *sql, int days, int
     PGresult *res = NULL;
     char **paths = NULL;
     size_t n = 0;
-    char d[16];
-    snprintf(d, sizeof d, "%d", days);
-    const char *p[] = {d};
     /* One transaction: if the path list cannot be built, nothing is changed (no orphan blob). */
     if ((st = ld_db_begin(db)) != LD_OK) return st;
-    st = ld_db_exec(db, &res, sql, 1, p);
+    st = ld_db_exec(db, &res, sql, np, p);
     if (st != LD_OK) goto out;
     int rows = PQntuples(res);
     if (rows > 0) {
@@ -507,26 +504,41 @@ out:
 
 ld_status ld_retention_purge(ld_db *db, int days, int64_t *reports_deleted, char ***blob_paths_out, size_t *nblobs) {
     if (!db || days < 1 || !reports_deleted || !blob_paths_out || !nblobs) return LD_ERR_INVALID;
+    char d[16];
+    snprintf(d, sizeof d, "%d", days);
+    const char *p[] = {d};
     return purge_returning_paths(db,
                                  "WITH r AS (DELETE FROM reports"
                                  "   WHERE received_at < now() - make_interval(days => $1::int)"
                                  "   RETURNING id, blob_path),"
                                  " o AS (DELETE FROM occurrences WHERE report_id IN (SELECT id FROM r))"
                                  " SELECT blob_path FROM r",
-                                 days, reports_deleted, blob_paths_out, nblobs);
+                                 1, p, reports_deleted, blob_paths_out, nblobs);
 }
 
-ld_status ld_failed_blobs_purge(ld_db *db, int days, char ***blob_paths_out, size_t *nblobs) {
+ld_status ld_failed_blobs_purge(ld_db *db, int days, uint64_t max_bytes, char ***blob_paths_out, size_t *nblobs) {
     if (!db || days < 0 || !blob_paths_out || !nblobs) return LD_ERR_INVALID;
+    if (max_bytes > INT64_MAX) max_bytes = 0; /* bigint: no cap that large is a cap */
     int64_t rows;
+    char d[16], b[24];
+    snprintf(d, sizeof d, "%d", days);
+    snprintf(b, sizeof b, "%" PRIu64, max_bytes);
+    const char *p[] = {d, b};
+    /* The newest failed dumps are kept up to max_bytes in all; a window function cannot lock
+     * its rows, hence `kept` then `old`, whose own conditions are checked again on the row it
+     * locks. */
     return purge_returning_paths(db,
-                                 "WITH old AS (SELECT app_id, id, blob_path FROM reports WHERE status = 'failed'"
-                                 "   AND blob_path IS NOT NULL"
-                                 "   AND coalesce(analyzed_at, received_at) < now() - make_interval(days => $1::int)"
-                                 "   FOR UPDATE)"
+                                 "WITH kept AS (SELECT app_id, id, coalesce(analyzed_at, received_at) AS at,"
+                                 "   sum(blob_bytes) OVER (ORDER BY coalesce(analyzed_at, received_at) DESC, id) AS newer"
+                                 "   FROM reports WHERE status = 'failed' AND blob_path IS NOT NULL),"
+                                 " old AS (SELECT r.app_id, r.id, r.blob_path FROM reports r"
+                                 "   JOIN kept k ON k.app_id = r.app_id AND k.id = r.id"
+                                 "   WHERE r.status = 'failed' AND r.blob_path IS NOT NULL"
+                                 "   AND (k.at < now() - make_interval(days => $1::int) OR ($2::bigint > 0 AND k.newer > $2::bigint))"
+                                 "   FOR UPDATE OF r)"
                                  " UPDATE reports r SET blob_path = NULL FROM old"
                                  " WHERE r.app_id = old.app_id AND r.id = old.id RETURNING old.blob_path",
-                                 days, &rows, blob_paths_out, nblobs);
+                                 2, p, &rows, blob_paths_out, nblobs);
 }
 
 ld_status ld_report_forget_blob(ld_db *db, int64_t app_id, const char *report_id) {

@@ -78,9 +78,11 @@ ld_status ld_report_get(ld_db *db, int64_t app_id, const char *report_id, json_t
 ld_status ld_retention_purge(ld_db *db, int days, int64_t *reports_deleted, char ***blob_paths_out, size_t *nblobs);
 void ld_blob_paths_free(char **paths, size_t n); /* NULL is a no-op */
 
-/* The blobs of reports that failed more than `days` ago (kept that long for inspection): their
- * blob_path is cleared and the list returned for the caller to delete (ld_blob_paths_free). */
-ld_status ld_failed_blobs_purge(ld_db *db, int days, char ***blob_paths_out, size_t *nblobs);
+/* The blobs of failed reports kept for inspection that are due: those that failed more than
+ * `days` ago, and, when max_bytes > 0, the older ones beyond the newest max_bytes of them (by
+ * blob_bytes). Their blob_path is cleared and the list returned for the caller to delete
+ * (ld_blob_paths_free). */
+ld_status ld_failed_blobs_purge(ld_db *db, int days, uint64_t max_bytes, char ***blob_paths_out, size_t *nblobs);
 
 /* The report's blob was deleted (after a successful analysis): clear its blob_path. */
 ld_status ld_report_forget_blob(ld_db *db, int64_t app_id, const char *report_id);

@@ -1038,6 +1038,51 @@ static void test_retention(void **state) {
     free(json);
 }
 
+/* Failed reports' dumps: kept for `days`, and at most max_bytes of them, the newest first;
+ * a dump of a report that did not fail is never one of them. */
+static void test_failed_blobs_purge(void **state) {
+    ctx *c = *state;
+    int64_t app = create_app(c, "app-one");
+    /* 1-4 failed 1, 2, 3 and 10 days ago, with dumps of 100, 200, 300 and 400 bytes; 5 is
+     * queued (10 days old) */
+    for (int n = 1; n <= 5; n++) make_queued(c, app, n, 10 * 86400);
+    static const char *const ages[] = {"1", "2", "3", "10"};
+    for (int n = 1; n <= 4; n++) {
+        char id[37], sql[256];
+        uuid_n(id, n);
+        snprintf(sql, sizeof sql,
+                 "UPDATE reports SET status = 'failed', error = 'x', blob_bytes = %d,"
+                 " analyzed_at = now() - make_interval(days => %s) WHERE id = $1::uuid",
+                 n * 100, ages[n - 1]);
+        exec1(c, sql, id);
+    }
+    char **paths = NULL;
+    size_t n = 99;
+    /* no cap: only the one older than 7 days */
+    assert_int_equal(ld_failed_blobs_purge(c->db, 7, 0, &paths, &n), LD_OK);
+    assert_int_equal(n, 1);
+    assert_string_equal(paths[0], "blobs/4.hprof.zst");
+    ld_blob_paths_free(paths, n);
+    /* 350 bytes: the newest (100) and the next (200) fit, 300 more would not */
+    assert_int_equal(ld_failed_blobs_purge(c->db, 7, 350, &paths, &n), LD_OK);
+    assert_int_equal(n, 1);
+    assert_string_equal(paths[0], "blobs/3.hprof.zst");
+    ld_blob_paths_free(paths, n);
+    assert_int_equal(ld_failed_blobs_purge(c->db, 7, 350, &paths, &n), LD_OK);
+    assert_int_equal(n, 0);
+    assert_null(paths);
+    /* a cap below the newest dump leaves none */
+    assert_int_equal(ld_failed_blobs_purge(c->db, 7, 50, &paths, &n), LD_OK);
+    assert_int_equal(n, 2);
+    ld_blob_paths_free(paths, n);
+    assert_int_equal(scalar(c, "SELECT count(*) FROM reports WHERE blob_path IS NOT NULL", NULL), 1);
+    char id5[37];
+    uuid_n(id5, 5);
+    assert_int_equal(scalar(c, "SELECT count(*) FROM reports WHERE blob_path IS NOT NULL AND id = $1::uuid", id5), 1);
+    assert_int_equal(scalar(c, "SELECT count(*) FROM reports", NULL), 5); /* rows stay; only their dumps go */
+    assert_int_equal(ld_failed_blobs_purge(c->db, -1, 0, &paths, &n), LD_ERR_INVALID);
+}
+
 static void assert_keys(json_t *obj, const char *const *keys, size_t n) {
     assert_true(json_is_object(obj));
     assert_int_equal(json_object_size(obj), n);
@@ -1146,6 +1191,7 @@ int main(void) {
         cmocka_unit_test_setup(test_complete_once, test_setup),
         cmocka_unit_test_setup(test_release_owner, test_setup),
         cmocka_unit_test_setup(test_retention, test_setup),
+        cmocka_unit_test_setup(test_failed_blobs_purge, test_setup),
         cmocka_unit_test_setup(test_report_get, test_setup),
     };
     return cmocka_run_group_tests(tests, suite_setup, suite_teardown);
