@@ -373,7 +373,7 @@ static void migrate_to(ld_db *db, const char *dir, const char *name, int version
  * documents, still compressed with lz4 and without statistics; 0006 as text, and checks
  * signatures without a regex, to the same rule; 0007 keeps meta as json, with lz4 and no
  * statistics; 0008 keys each device by a hash of its signature and install_id, and keeps when
- * it was first seen. */
+ * it was first seen; 0009 indexes the failed reports that keep a dump. */
 static void test_migrations_keep_data(void **state)
 {
     ld_db *db = *state;
@@ -460,6 +460,11 @@ static void test_migrations_keep_data(void **state)
                  "  encode(substring(sha256(convert_to(repeat(p.s, 40) || p.i, 'UTF8')) FOR 16), 'hex')::uuid",
                  "a dev-1 01-02,a dev-2 01-03,b dev-1 01-04,b dev-2 none,b dev-3 01-05");
     assert_query(db, "SELECT count(*) FROM leak_group_devices", "5");
+
+    migrate_to(db, dir, "0009_failed_blobs_index.sql", 9);
+    assert_query(db, "SELECT indexdef FROM pg_indexes WHERE indexname = 'reports_failed_blobs'",
+                 "CREATE INDEX reports_failed_blobs ON public.reports USING btree (COALESCE(analyzed_at, received_at))"
+                 " WHERE ((status = 'failed'::text) AND (blob_path IS NOT NULL))");
     remove_dir(dir);
     free(dir);
 }
