@@ -58,9 +58,10 @@ char *lw__strdup(const char *s) { return s ? lw__strndup(s, strlen(s)) : NULL; }
 
 int lw__buf_reserve(lw__buf *b, size_t n) {
     if (b->failed) return 0;
-    if (n < b->capacity - b->size) return 1;
+    /* max first: lw__buf_append comes here when max refuses, with room left */
     size_t max = b->max ? b->max : SIZE_MAX;
     if (n > max - b->size || b->size + n == SIZE_MAX) return 0;
+    if (n < b->capacity - b->size) return 1;
     size_t cap = b->capacity ? b->capacity : 256;
     while (cap < b->size + n + 1) cap = cap > SIZE_MAX / 2 ? SIZE_MAX : cap * 2;
     char *p = lw__realloc(b->data, cap);

@@ -287,6 +287,26 @@ static void test_json_reader_edges(void **state) {
     lw__buf_free(&b);
 }
 
+/* A buffer with a max refuses an append that would pass it, also when its memory has room. */
+static void test_buf_max(void **state) {
+    (void)state;
+    lw__buf b = {.max = 10};
+    lw__buf_puts(&b, "abcdef"); /* 256 bytes allocated */
+    assert_false(b.failed);
+    lw__buf_puts(&b, "ghijk");
+    assert_true(b.failed);
+    assert_int_equal(b.size, 6);
+    lw__buf_free(&b);
+    lw__buf c = {.max = 10};
+    assert_int_equal(lw__buf_reserve(&c, 11), 0);
+    assert_false(c.failed); /* smaller appends may still fit */
+    assert_int_equal(lw__buf_reserve(&c, 10), 1);
+    lw__buf_puts(&c, "0123456789");
+    assert_false(c.failed);
+    assert_int_equal(c.size, 10);
+    lw__buf_free(&c);
+}
+
 /* ---- refusals ------------------------------------------------------------------------------- */
 
 /* Navigates "leaks.0.traces.0.elements.1" in `root`. */
@@ -500,6 +520,7 @@ int main(void) {
         cmocka_unit_test(test_encoder_repairs_bad_utf8_and_escapes),
         cmocka_unit_test(test_plain_run_scan_matches_bytewise),
         cmocka_unit_test(test_json_reader_edges),
+        cmocka_unit_test(test_buf_max),
         cmocka_unit_test(test_decoder_rejects_mutated_documents),
         cmocka_unit_test(test_decoder_names_deep_indices),
         cmocka_unit_test(test_decoder_rejects_malformed_json),
