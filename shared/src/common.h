@@ -74,6 +74,10 @@ static inline void lw__put_be_id(uint8_t *p, uint64_t id, unsigned id_size) {
     if (id_size == 4) lw__put_be32(p, (uint32_t)id); else lw__put_be64(p, id);
 }
 
+/* SHA-1 of data[0..len) (sha1.c): with the CPU's SHA extensions where it has them, unless
+ * `portable` (the tests compare both). */
+void lw__sha1(const void *data, size_t len, int portable, uint8_t digest[20]);
+
 /* Overflow-checked arithmetic: return 1 on overflow. */
 static inline int lw__add_overflow(uint64_t a, uint64_t b, uint64_t *out) { return __builtin_add_overflow(a, b, out); }
 static inline int lw__mul_overflow(uint64_t a, uint64_t b, uint64_t *out) { return __builtin_mul_overflow(a, b, out); }

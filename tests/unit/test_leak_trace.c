@@ -434,9 +434,36 @@ static void test_sha1_and_pattern_signature_vectors(void **state) {
     assert_string_equal(out, "34aa973cd4c4daa4f61eeb2bdbad27316534016f");
 }
 
+/* The SHA extensions' path (where the CPU has them) and the portable one agree at every length
+ * around the block and padding boundaries, and at every alignment. */
+static void test_sha1_paths_agree(void **state) {
+    (void)state;
+    uint8_t buf[1100], a[20], b[20];
+    uint32_t x = 12345;
+    for (size_t i = 0; i < sizeof buf; i++) {
+        x = x * 1103515245u + 12345u;
+        buf[i] = (uint8_t)(x >> 16);
+    }
+    for (size_t off = 0; off < 4; off++)
+        for (size_t len = 0; len + off <= 1024; len++) {
+            lw__sha1(buf + off, len, 0, a);
+            lw__sha1(buf + off, len, 1, b);
+            if (memcmp(a, b, sizeof a) != 0) fail_msg("SHA-1 paths differ at offset %zu, length %zu", off, len);
+        }
+    /* FIPS 180 two-block vector (56 bytes: the padding takes a second block) on both paths */
+    static const char *v = "abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq";
+    static const uint8_t want[20] = {0x84, 0x98, 0x3e, 0x44, 0x1c, 0x3b, 0xd2, 0x6e, 0xba, 0xae,
+                                     0x4a, 0xa1, 0xf9, 0x51, 0x29, 0xe5, 0xe5, 0x46, 0x70, 0xf1};
+    for (int portable = 0; portable < 2; portable++) {
+        lw__sha1(v, strlen(v), portable, a);
+        assert_memory_equal(a, want, sizeof want);
+    }
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_static_field_leak_exact_trace_and_signature),
+        cmocka_unit_test(test_sha1_paths_agree),
         cmocka_unit_test(test_signature_vector_singleton_arraylist_object_array),
         cmocka_unit_test(test_two_objects_through_same_path_shape_group_into_one_leak),
         cmocka_unit_test(test_different_paths_make_separate_leaks_sorted_by_count),
