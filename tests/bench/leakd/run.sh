@@ -25,7 +25,8 @@
 #   RATE_SECONDS  seconds of the fixed-rate run (60); a checkpoint starts half-way
 #   LEAKD_LOAD    the load generator (default BUILD_DIR/tests/bench/leakd_load)
 #   KEEP_LOG=FILE       a copy of leakd's log
-#   KEEP_TIMELINE=FILE  the fixed-rate run's latency per 1-s window (leakd_load --timeline)
+#   KEEP_TIMELINE=FILE  the fixed-rate run's latency per 1-s window (leakd_load --timeline), and
+#                       in FILE.cpu the machine's busy and stolen CPU % each second
 #   KEEP_PGLOG=FILE     a copy of PostgreSQL's log (checkpoints and autovacuums, with times)
 # Exit status: 0 when every request got a 2xx (speed and memory never fail it: they are OK or
 # OVER), 1 when a request failed, 2 on usage or setup errors, 77 when PostgreSQL is missing.
@@ -86,6 +87,21 @@ say() { printf '== %s %s\n' "$(date +%T.%3N)" "$*" >&2; }
 # /proc/stat's busy and total jiffies of all CPUs; busy_pct BEFORE AFTER: the machine's busy %
 cpu_ticks() { awk '$1 == "cpu" { print $2 + $3 + $4 + $7 + $8 + $9, $2 + $3 + $4 + $5 + $6 + $7 + $8 + $9; exit }' /proc/stat; }
 busy_pct() { awk -v a="$1" -v b="$2" 'BEGIN { split(a, x, " "); split(b, y, " "); printf "%.0f", (y[2] > x[2] ? 100 * (y[1] - x[1]) / (y[2] - x[2]) : 0) }'; }
+# steal_ticks: the stolen and total jiffies of all CPUs (time the hypervisor ran something else
+# on this machine's CPUs while they had work); busy_pct BEFORE AFTER gives its %
+steal_ticks() { awk '$1 == "cpu" { print $9, $2 + $3 + $4 + $5 + $6 + $7 + $8 + $9; exit }' /proc/stat; }
+# cpu_seconds N: for N seconds, a line a second: "second busy% stolen%" of the machine
+cpu_seconds() {
+    local a b s
+    a="$(cpu_ticks) $(steal_ticks)"
+    for ((s = 0; s < $1; s++)); do
+        sleep 1
+        b="$(cpu_ticks) $(steal_ticks)"
+        awk -v s="$s" -v a="$a" -v b="$b" 'BEGIN { split(a, x, " "); split(b, y, " "); t = y[2] - x[2]
+            printf "%d %.0f %.0f\n", s, (t > 0 ? 100 * (y[1] - x[1]) / t : 0), (t > 0 ? 100 * (y[3] - x[3]) / t : 0) }'
+        a=$b
+    done
+}
 # tree_ticks ROOT...: CPU jiffies (user + system) of each ROOT and its descendants, one figure
 # per ROOT. A process that ended meanwhile is not counted (PostgreSQL's autovacuum workers).
 tree_ticks() {
@@ -213,7 +229,9 @@ T16=$(load traces --server "$SERVER" --key "$KEY" --app bench --sigs "$SIGS" --c
 # against 63 ms).
 say "(a) traces, ~10 KB, $SIGS signatures, closed loop, $TRACES_CONNS connections"
 C0=$(cpu_snap)
+S0=$(steal_ticks)
 TA=$(load traces --server "$SERVER" --key "$KEY" --app bench --sigs "$SIGS" --conns "$TRACES_CONNS" "${RUN_A[@]}")
+STEAL_TA=$(busy_pct "$S0" "$(steal_ticks)")
 C1=$(cpu_snap)
 BUSY_TA=$(busy_pct "$C0" "$C1")
 read -r -a US_TA <<<"$(us_each "$C0" "$C1" "$(val "$TA" requests)")"
@@ -241,11 +259,16 @@ say "(a) traces, $SIGS signatures, fixed rate $RATE80/s (80 %) for ${RATE_S} s, 
 "$LOAD" fsync "$PGDIR" --every-ms 10 --seconds "$RATE_S" >"$WORK/probe" 2>&1 &
 PROBE_PID=$!
 # --timeline: latency per 1-s window of due times, to tell one stall from a slow run
+cpu_seconds "$RATE_S" >"$WORK/cpu_seconds" &
+SECONDS_PID=$!
+S0=$(steal_ticks)
 C0=$(cpu_snap)
 TR=$(load traces --server "$SERVER" --key "$KEY" --app bench --sigs "$SIGS" --conns 128 --rate "$RATE80" \
     --seconds "$RATE_S" --timeline 1 2>"$WORK/timeline")
 C1=$(cpu_snap)
 BUSY_TR=$(busy_pct "$C0" "$C1")
+STEAL_TR=$(busy_pct "$S0" "$(steal_ticks)")
+wait "$SECONDS_PID" || true
 read -r -a US_TR <<<"$(us_each "$C0" "$C1" "$(val "$TR" requests)")"
 wait "$PROBE_PID" || echo "run.sh: the fdatasync probe failed: $(cat "$WORK/probe")" >&2
 PROBE=$(tail -n 1 "$WORK/probe")
@@ -256,11 +279,13 @@ grep -v '^timeline: ' "$WORK/timeline" >&2 || true
 WINDOWS=$(grep -c '^timeline: *[0-9]' "$WORK/timeline" || true)
 # The slow windows (a request at 50 ms or more) are counted, and listed on stderr with the
 # probe's slow fdatasyncs, to tell a stall of the server from one of the disk.
-SLOW=$(awk '$1 == "timeline:" && $2 ~ /^[0-9]/ && $6 + 0 >= 50 { n++; s = s sprintf(" %d s (p99 %.0f ms)", $2, $5) }
+SLOW=$(awk 'FILENAME ~ /cpu_seconds$/ { busy[$1] = $2; stolen[$1] = $3; next }
+            $1 == "timeline:" && $2 ~ /^[0-9]/ && $6 + 0 >= 50 { n++; w = int($2)
+                s = s sprintf(" %d s (p99 %.0f ms%s)", w, $5, w in busy ? sprintf(", CPU %d %% busy, %d %% stolen", busy[w], stolen[w]) : "") }
             END { if (s != "") print "fixed rate: 1-s windows with a request >= 50 ms, from:" s > "/dev/stderr"
-                  print n + 0 }' "$WORK/timeline")
+                  print n + 0 }' "$WORK/cpu_seconds" "$WORK/timeline")
 grep '^fsync_probe:' "$WORK/probe" >&2 || true
-if [[ -n ${KEEP_TIMELINE:-} ]]; then cp "$WORK/timeline" "$KEEP_TIMELINE"; fi
+if [[ -n ${KEEP_TIMELINE:-} ]]; then cp "$WORK/timeline" "$KEEP_TIMELINE"; cp "$WORK/cpu_seconds" "$KEEP_TIMELINE.cpu"; fi
 
 # ---- (b) heap uploads, (c) memory as bodies grow ------------------------------------------------
 # Their baseline writes the same files (HEAP_N of HEAP_MB, each fsync'd, two at a time as the
@@ -344,6 +369,7 @@ row "  requests >= 50 ms"                        "$(val "$TR" over_50ms)" "of $(
 row "  1-s windows with a request >= 50 ms"      "$SLOW" "of $WINDOWS" "" "" - ""
 row "  checkpoints started during it"            "$CKPTS" "" "" "" - ""
 row "  machine CPU busy during it"              "$BUSY_TR" "%" "closed loop" "$BUSY_TA" - ""
+row "  of it stolen by the hypervisor"          "$STEAL_TR" "%" "closed loop" "$STEAL_TA" - ""
 row "  CPU a report: leakd"                     "${US_TR[0]}" "us" "closed loop" "${US_TA[0]}" - ""
 row "  CPU a report: PostgreSQL"                "${US_TR[1]}" "us" "closed loop" "${US_TA[1]}" - ""
 row "  CPU a report: the whole machine"         "${US_TR[2]}" "us" "closed loop" "${US_TA[2]}" - ""
