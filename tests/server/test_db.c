@@ -373,7 +373,8 @@ static void migrate_to(ld_db *db, const char *dir, const char *name, int version
  * documents, still compressed with lz4 and without statistics; 0006 as text, and checks
  * signatures without a regex, to the same rule; 0007 keeps meta as json, with lz4 and no
  * statistics; 0008 keys each device by a hash of its signature and install_id, and keeps when
- * it was first seen; 0009 indexes the failed reports that keep a dump. */
+ * it was first seen; 0009 indexes the failed reports that keep a dump; 0010 paces autovacuum
+ * of the insert-mostly tables (and the TOAST table of reports). */
 static void test_migrations_keep_data(void **state)
 {
     ld_db *db = *state;
@@ -465,6 +466,15 @@ static void test_migrations_keep_data(void **state)
     assert_query(db, "SELECT indexdef FROM pg_indexes WHERE indexname = 'reports_failed_blobs'",
                  "CREATE INDEX reports_failed_blobs ON public.reports USING btree (COALESCE(analyzed_at, received_at))"
                  " WHERE ((status = 'failed'::text) AND (blob_path IS NOT NULL))");
+
+    migrate_to(db, dir, "0010_autovacuum_pace.sql", 10);
+    assert_query(db,
+                 "SELECT string_agg(l || ' ' || array_to_string(reloptions, ','), '; ' ORDER BY l) FROM ("
+                 "  SELECT CASE WHEN c.relkind = 't' THEN 'reports toast' ELSE c.relname::text END AS l, c.reloptions"
+                 "  FROM pg_class c WHERE c.relname IN ('reports', 'occurrences', 'leak_group_devices')"
+                 "   OR c.oid = (SELECT reltoastrelid FROM pg_class WHERE relname = 'reports')) x",
+                 "leak_group_devices autovacuum_vacuum_cost_delay=10; occurrences autovacuum_vacuum_cost_delay=10;"
+                 " reports autovacuum_vacuum_cost_delay=10; reports toast autovacuum_vacuum_cost_delay=10");
     remove_dir(dir);
     free(dir);
 }
