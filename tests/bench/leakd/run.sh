@@ -258,9 +258,9 @@ say "(a) traces, $SIGS signatures, fixed rate $RATE80/s (80 %) for ${RATE_S} s, 
 # virtual disk stalls, every request waiting for a commit stalls with it.
 "$LOAD" fsync "$PGDIR" --every-ms 10 --seconds "$RATE_S" >"$WORK/probe" 2>&1 &
 PROBE_PID=$!
-# --timeline: latency per 1-s window of due times, to tell one stall from a slow run
 cpu_seconds "$RATE_S" >"$WORK/cpu_seconds" &
 SECONDS_PID=$!
+# --timeline: latency per 1-s window of due times, to tell one stall from a slow run
 S0=$(steal_ticks)
 C0=$(cpu_snap)
 TR=$(load traces --server "$SERVER" --key "$KEY" --app bench --sigs "$SIGS" --conns 128 --rate "$RATE80" \
@@ -369,7 +369,7 @@ row "  requests >= 50 ms"                        "$(val "$TR" over_50ms)" "of $(
 row "  1-s windows with a request >= 50 ms"      "$SLOW" "of $WINDOWS" "" "" - ""
 row "  checkpoints started during it"            "$CKPTS" "" "" "" - ""
 row "  machine CPU busy during it"              "$BUSY_TR" "%" "closed loop" "$BUSY_TA" - ""
-row "  of it stolen by the hypervisor"          "$STEAL_TR" "%" "closed loop" "$STEAL_TA" - ""
+row "  CPU stolen by the hypervisor meanwhile"  "$STEAL_TR" "%" "closed loop" "$STEAL_TA" - ""
 row "  CPU a report: leakd"                     "${US_TR[0]}" "us" "closed loop" "${US_TA[0]}" - ""
 row "  CPU a report: PostgreSQL"                "${US_TR[1]}" "us" "closed loop" "${US_TA[1]}" - ""
 row "  CPU a report: the whole machine"         "${US_TR[2]}" "us" "closed loop" "${US_TA[2]}" - ""
