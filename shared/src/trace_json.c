@@ -8,56 +8,65 @@
 #include "json_writer.h"
 #include "trace_builder.h"
 
-static const char *leaking_word(lw_leaking l) { return l == LW_LEAKING_YES ? "YES" : l == LW_LEAKING_NO ? "NO" : "UNKNOWN"; }
-static const char *kind_word(lw_object_kind k) { return k == LW_OBJECT_CLASS ? "class" : k == LW_OBJECT_ARRAY ? "array" : "instance"; }
-static const char *ref_word(lw_ref_kind k) {
+/* The enumerations' words, written as literals (LW__JW_WORD). */
+static void leaking_word(lw__jw *w, lw_leaking l) {
+    if (l == LW_LEAKING_YES) LW__JW_WORD(w, "YES");
+    else if (l == LW_LEAKING_NO) LW__JW_WORD(w, "NO");
+    else LW__JW_WORD(w, "UNKNOWN");
+}
+static void kind_word(lw__jw *w, lw_object_kind k) {
+    if (k == LW_OBJECT_CLASS) LW__JW_WORD(w, "class");
+    else if (k == LW_OBJECT_ARRAY) LW__JW_WORD(w, "array");
+    else LW__JW_WORD(w, "instance");
+}
+static void ref_word(lw__jw *w, lw_ref_kind k) {
     switch (k) {
-    case LW_REF_STATIC_FIELD: return "static_field";
-    case LW_REF_ARRAY_ELEMENT: return "array_element";
-    case LW_REF_LOCAL: return "local";
-    default: return "instance_field";
+    case LW_REF_STATIC_FIELD: LW__JW_WORD(w, "static_field"); break;
+    case LW_REF_ARRAY_ELEMENT: LW__JW_WORD(w, "array_element"); break;
+    case LW_REF_LOCAL: LW__JW_WORD(w, "local"); break;
+    default: LW__JW_WORD(w, "instance_field"); break;
     }
 }
 
 static void element_json(lw__jw *w, const lw_trace_element *e, int last) {
     lw__jw_open(w, '{');
-    lw__jw_key(w, "class");
+    LW__JW_KEY(w, "class");
     lw__jw_string(w, e->class_name ? e->class_name : "");
-    lw__jw_key(w, "object_kind");
-    lw__jw_string(w, kind_word(e->object_kind));
-    lw__jw_key(w, "leaking");
-    lw__jw_string(w, leaking_word(e->leaking));
-    lw__jw_key(w, "reason");
+    LW__JW_KEY(w, "object_kind");
+    kind_word(w, e->object_kind);
+    LW__JW_KEY(w, "leaking");
+    leaking_word(w, e->leaking);
+    LW__JW_KEY(w, "reason");
     lw__jw_string(w, e->reason ? e->reason : "");
     if (e->label_count) {
-        lw__jw_key(w, "labels");
+        LW__JW_KEY(w, "labels");
         lw__jw_open(w, '[');
         for (size_t i = 0; i < e->label_count; i++) lw__jw_string(w, e->labels[i] ? e->labels[i] : "");
         lw__jw_close(w, ']');
     }
     if (!last && e->has_reference) {
-        lw__jw_key(w, "reference");
+        LW__JW_KEY(w, "reference");
         lw__jw_open(w, '{');
-        lw__jw_key(w, "kind");
-        lw__jw_string(w, ref_word(e->ref_kind));
+        LW__JW_KEY(w, "kind");
+        ref_word(w, e->ref_kind);
         if (e->ref_kind == LW_REF_ARRAY_ELEMENT) {
-            lw__jw_key(w, "index");
+            LW__JW_KEY(w, "index");
             lw__jw_int(w, (int64_t)e->ref_index);
         } else {
-            lw__jw_key(w, "name");
+            LW__JW_KEY(w, "name");
             lw__jw_string(w, e->ref_name ? e->ref_name : "");
         }
-        lw__jw_key(w, "suspect");
+        LW__JW_KEY(w, "suspect");
         lw__jw_bool(w, e->suspect);
         lw__jw_close(w, '}');
     }
     if (last) {
         if (e->key) {
-            lw__jw_key(w, "key");
+            LW__JW_KEY(w, "key");
             lw__jw_string(w, e->key);
         }
         if (e->description) {
-            lw__jw_key(w, "description");
+            LW__JW_KEY(w, "description");
             lw__jw_string(w, e->description);
         }
         const struct { const char *name; int64_t v; } nums[] = {{"watch_ms", e->watch_ms},
@@ -78,29 +87,29 @@ char *lw_leak_report_to_json(const lw_leak_report *r, int pretty) {
     lw__jw w;
     lw__jw_init(&w, pretty);
     lw__jw_open(&w, '{');
-    lw__jw_key(&w, "format");
+    LW__JW_KEY(&w, "format");
     lw__jw_int(&w, r->format ? r->format : 1);
-    lw__jw_key(&w, "analyzer");
+    LW__JW_KEY(&w, "analyzer");
     lw__jw_open(&w, '{');
-    lw__jw_key(&w, "name");
+    LW__JW_KEY(&w, "name");
     lw__jw_string(&w, r->analyzer_name ? r->analyzer_name : "leakwatch");
-    lw__jw_key(&w, "version");
+    LW__JW_KEY(&w, "version");
     lw__jw_string(&w, r->analyzer_version ? r->analyzer_version : LW_CORE_VERSION_STRING);
     lw__jw_close(&w, '}');
     if (r->hprof_version) {
-        lw__jw_key(&w, "heap");
+        LW__JW_KEY(&w, "heap");
         lw__jw_open(&w, '{');
-        lw__jw_key(&w, "hprof_version");
+        LW__JW_KEY(&w, "hprof_version");
         lw__jw_string(&w, r->hprof_version);
-        lw__jw_key(&w, "id_size");
+        LW__JW_KEY(&w, "id_size");
         lw__jw_int(&w, r->id_size);
-        lw__jw_key(&w, "objects");
+        LW__JW_KEY(&w, "objects");
         lw__jw_int(&w, (int64_t)r->objects);
-        lw__jw_key(&w, "bytes");
+        LW__JW_KEY(&w, "bytes");
         lw__jw_int(&w, (int64_t)r->bytes);
         lw__jw_close(&w, '}');
     }
-    lw__jw_key(&w, "duration_ms");
+    LW__JW_KEY(&w, "duration_ms");
     lw__jw_open(&w, '{');
     const struct { const char *name; int64_t v; } phases[] = {
         {"index", r->index_ms}, {"paths", r->paths_ms}, {"retained", r->retained_ms}};
@@ -110,33 +119,34 @@ char *lw_leak_report_to_json(const lw_leak_report *r, int pretty) {
             lw__jw_int(&w, phases[i].v);
         }
     lw__jw_close(&w, '}');
-    lw__jw_key(&w, "leaks");
+    LW__JW_KEY(&w, "leaks");
     lw__jw_open(&w, '[');
     for (size_t i = 0; i < r->leak_count; i++) {
         const lw_leak *l = &r->leaks[i];
         lw__jw_open(&w, '{');
-        lw__jw_key(&w, "signature");
+        LW__JW_KEY(&w, "signature");
         lw__jw_string(&w, l->signature);
-        lw__jw_key(&w, "kind");
-        lw__jw_string(&w, l->library ? "library" : "application");
-        lw__jw_key(&w, "short_description");
+        LW__JW_KEY(&w, "kind");
+        if (l->library) LW__JW_WORD(&w, "library");
+        else LW__JW_WORD(&w, "application");
+        LW__JW_KEY(&w, "short_description");
         lw__jw_string(&w, l->short_description ? l->short_description : "");
-        lw__jw_key(&w, "library_pattern");
+        LW__JW_KEY(&w, "library_pattern");
         lw__jw_string(&w, l->library_pattern);
         if (l->library_description) {
-            lw__jw_key(&w, "library_description");
+            LW__JW_KEY(&w, "library_description");
             lw__jw_string(&w, l->library_description);
         }
-        lw__jw_key(&w, "count");
+        LW__JW_KEY(&w, "count");
         lw__jw_int(&w, (int64_t)l->count);
-        lw__jw_key(&w, "traces");
+        LW__JW_KEY(&w, "traces");
         lw__jw_open(&w, '[');
         for (size_t j = 0; j < l->trace_count; j++) {
             const lw_trace *t = &l->traces[j];
             lw__jw_open(&w, '{');
-            lw__jw_key(&w, "gc_root");
+            LW__JW_KEY(&w, "gc_root");
             lw__jw_string(&w, t->gc_root ? t->gc_root : "UNKNOWN");
-            lw__jw_key(&w, "elements");
+            LW__JW_KEY(&w, "elements");
             lw__jw_open(&w, '[');
             for (size_t k = 0; k < t->element_count; k++) element_json(&w, &t->elements[k], k + 1 == t->element_count);
             lw__jw_close(&w, ']');

@@ -14,6 +14,7 @@
 
 #include "common.h"
 #include "json_reader.h"
+#include "json_writer.h"
 #include "heap_builder.h"
 #include "hprof_format.h"
 
@@ -124,6 +125,47 @@ static void test_decode_then_encode_round_trips(void **state) {
         lw_leak_report_free(again);
     }
     lw_leak_report_free(r);
+}
+
+/* base_doc is written as the encoder writes (member order, literal keys and words): a change
+ * of the encoder's output, however small, shows here. */
+static void test_compact_encoding_is_byte_exact(void **state) {
+    (void)state;
+    lw_leak_report *r = NULL;
+    assert_int_equal(decode(base_doc, NULL, &r, NULL), LW_OK);
+    char *json = lw_leak_report_to_json(r, 0);
+    assert_string_equal(json, base_doc);
+    free(json);
+    lw_leak_report_free(r);
+}
+
+static void test_writer_integers_and_literals(void **state) {
+    (void)state;
+    const int64_t v[] = {0, 1, -1, 9, 10, -10, 1234567890123, INT64_MAX, INT64_MIN};
+    for (int pretty = 0; pretty <= 1; pretty++) {
+        lw__jw w;
+        lw__jw_init(&w, pretty);
+        lw__jw_open(&w, '{');
+        LW__JW_KEY(&w, "n");
+        lw__jw_open(&w, '[');
+        for (size_t i = 0; i < sizeof v / sizeof v[0]; i++) lw__jw_int(&w, v[i]);
+        lw__jw_close(&w, ']');
+        LW__JW_KEY(&w, "w");
+        LW__JW_WORD(&w, "YES");
+        lw__jw_key(&w, "k");
+        lw__jw_string(&w, "YES");
+        lw__jw_close(&w, '}');
+        char *text = lw__jw_take(&w);
+        assert_non_null(text);
+        if (!pretty)
+            assert_string_equal(text, "{\"n\":[0,1,-1,9,10,-10,1234567890123,9223372036854775807,-9223372036854775808],"
+                                      "\"w\":\"YES\",\"k\":\"YES\"}");
+        else
+            assert_string_equal(text, "{\n  \"n\": [\n    0,\n    1,\n    -1,\n    9,\n    10,\n    -10,\n"
+                                      "    1234567890123,\n    9223372036854775807,\n    -9223372036854775808\n  ],\n"
+                                      "  \"w\": \"YES\",\n  \"k\": \"YES\"\n}");
+        free(text);
+    }
 }
 
 static void test_analysis_report_round_trips(void **state) {
@@ -515,6 +557,8 @@ static void test_decoder_enforces_every_limit(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_decode_then_encode_round_trips),
+        cmocka_unit_test(test_compact_encoding_is_byte_exact),
+        cmocka_unit_test(test_writer_integers_and_literals),
         cmocka_unit_test(test_analysis_report_round_trips),
         cmocka_unit_test(test_encoded_names_match_the_contract),
         cmocka_unit_test(test_encoder_repairs_bad_utf8_and_escapes),
