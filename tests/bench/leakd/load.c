@@ -871,6 +871,68 @@ static int run_fsync_probe(opts *o) {
     return 0;
 }
 
+/* speed --every-ms: how fast the host runs a fixed piece of work (run.sh runs it beside the
+ * closed loop and beside the fixed-rate run). The machine is a virtual one on a shared host: a
+ * run at a rate set in a fast minute can fall behind in a slow one. The work is a chain of
+ * integer operations in registers (no memory), timed in this thread's CPU time, so neither the
+ * wait for a CPU while the server is busy nor time stolen by the hypervisor (run.sh measures
+ * that apart) is in it: what is left is how many cycles a second the host gives this machine's
+ * CPUs (their frequency, another machine on the same core's other hyperthread). One a tick
+ * (~43 us, under 0.1 % of a CPU at 100 ms); a line a second on stderr with that second's
+ * median. */
+#define SPEED_ITERS 20000
+static double speed_once(void) {
+    struct timespec a, b;
+    volatile uint64_t sink;
+    uint64_t x = 88172645463325252ull;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &a);
+    for (int i = 0; i < SPEED_ITERS; i++) {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+    }
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &b);
+    sink = x;
+    (void)sink;
+    return (double)(b.tv_sec - a.tv_sec) * 1e6 + (double)(b.tv_nsec - a.tv_nsec) / 1e3;
+}
+
+static int run_speed_probe(opts *o) {
+    double secs = o->seconds > 0 ? o->seconds : 2, every = (o->every_ms > 0 ? o->every_ms : 100) / 1e3;
+    long cap = (long)(secs / every) + 2, n = 0, in_sec = 0;
+    double *us = malloc((size_t)cap * sizeof *us), *sec = malloc((size_t)cap * sizeof *sec);
+    if (!us || !sec) die("out of memory");
+    double t0 = now(), due = t0, t;
+    int cur = 0;
+    while ((t = now()) - t0 < secs && n < cap) {
+        if (t < due) {
+            double d = due - t;
+            struct timespec ts = {(time_t)d, (long)((d - (double)(time_t)d) * 1e9)};
+            nanosleep(&ts, NULL);
+        }
+        int s = (int)(now() - t0);
+        if (s != cur && in_sec) {
+            qsort(sec, (size_t)in_sec, sizeof *sec, cmp_double);
+            fprintf(stderr, "speed_probe: %d %.1f\n", cur, pct(sec, in_sec, 0.5));
+            in_sec = 0;
+        }
+        cur = s;
+        us[n++] = sec[in_sec++] = speed_once();
+        due += every;
+        if (due < now()) due = now() + every;
+    }
+    if (in_sec) {
+        qsort(sec, (size_t)in_sec, sizeof *sec, cmp_double);
+        fprintf(stderr, "speed_probe: %d %.1f\n", cur, pct(sec, in_sec, 0.5));
+    }
+    qsort(us, (size_t)n, sizeof *us, cmp_double);
+    printf("mode=speed_probe samples=%ld seconds=%.3f every_ms=%.1f p10_us=%.1f p50_us=%.1f p90_us=%.1f max_us=%.1f\n", n,
+           t - t0, every * 1e3, pct(us, n, 0.1), pct(us, n, 0.5), pct(us, n, 0.9), n ? us[n - 1] : 0.0);
+    free(us);
+    free(sec);
+    return 0;
+}
+
 static int run_fsync(opts *o) {
     char path[4096];
     int fd = scratch_file(o, "fsync", path, sizeof path);
@@ -977,6 +1039,7 @@ static const char usage[] =
     "                  (--count N | --seconds S) [--rate R] [--sigs N] [--size BYTES] [--mb M]\n"
     "                  [--warmup-sigs] [--pss-pid PID]... [--timeline SECONDS]\n"
     "       leakd_load fsync DIR [--every-ms T] [--seconds S]\n"
+    "       leakd_load speed [--every-ms T] [--seconds S]\n"
     "       leakd_load seqwrite DIR [--mb M] [--count N] [--conns C] [--direct]\n"
     "       leakd_load pss PID...\n";
 
@@ -1033,8 +1096,10 @@ int main(int argc, char **argv) {
         (o.mb < 0 || o.mb > 65536 || o.count < 0 || o.count > 1000 || /* conns -1: not given */
          (o.conns != -1 && (o.conns < 1 || o.conns > 64))))
         die("seqwrite: --mb is at most 65536, --count at most 1000 and --conns 1..64");
-    if (o.every_ms != 0 && (strcmp(o.mode, "fsync") != 0 || !(o.every_ms >= 1 && o.every_ms <= 10000)))
-        die("--every-ms is for fsync, 1..10000");
+    if (o.every_ms != 0 && ((strcmp(o.mode, "fsync") != 0 && strcmp(o.mode, "speed") != 0) ||
+                            !(o.every_ms >= 1 && o.every_ms <= 10000)))
+        die("--every-ms is for fsync and speed, 1..10000");
+    if (strcmp(o.mode, "speed") == 0) return run_speed_probe(&o);
     if (strcmp(o.mode, "fsync") == 0) return o.every_ms > 0 ? run_fsync_probe(&o) : run_fsync(&o);
     if (strcmp(o.mode, "seqwrite") == 0) return run_seqwrite(&o);
     if (strcmp(o.mode, "traces") == 0 || strcmp(o.mode, "heap") == 0 || strcmp(o.mode, "healthz") == 0) {

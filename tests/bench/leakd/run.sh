@@ -186,10 +186,10 @@ load() {
 
 # ---- sizes of the runs -----------------------------------------------------------------------
 if [[ $SMOKE == 1 ]]; then
-    FSYNC_S=0.3 SEQ_MB=16 PGB_T=1 HZ=(--count 200) SIGS=20 WARM=20 RUN_A=(--count 60) RATE_S=1
+    FSYNC_S=0.3 SEQ_MB=16 PGB_T=1 HZ=(--count 200) SIGS=20 WARM=20 RUN_A=(--count 60) RATE_S=1 SPEED_A_S=1
     HEAP_MB=1 HEAP_N=2 GROW=(1 2 4) GROW_N=2 MIX_S=1
 else
-    FSYNC_S=2 SEQ_MB=256 PGB_T=5 HZ=(--seconds 3) SIGS=1000 WARM=1000 RUN_A=(--seconds "$SECONDS_A") RATE_S=$RATE_SECONDS
+    FSYNC_S=2 SEQ_MB=256 PGB_T=5 HZ=(--seconds 3) SIGS=1000 WARM=1000 RUN_A=(--seconds "$SECONDS_A") RATE_S=$RATE_SECONDS SPEED_A_S=$SECONDS_A
     HEAP_MB=50 HEAP_N=16 GROW=(10 50 200) GROW_N=0 MIX_S=15 # GROW_N 0: counts below
 fi
 
@@ -228,10 +228,17 @@ T16=$(load traces --server "$SERVER" --key "$KEY" --app bench --sigs "$SIGS" --c
 # server in the very run that measures latency at 80 % (at 2,600/s, one pair: p99 580
 # against 63 ms).
 say "(a) traces, ~10 KB, $SIGS signatures, closed loop, $TRACES_CONNS connections"
+# Beside it, and beside the fixed-rate run, the host's speed: a fixed loop timed in its own
+# CPU time, ten times a second (leakd_load speed): a rate set in a fast minute may meet a slow
+# one.
+"$LOAD" speed --seconds "$SPEED_A_S" >"$WORK/speed_a" 2>/dev/null &
+SPEED_PID=$!
 C0=$(cpu_snap)
 S0=$(steal_ticks)
 TA=$(load traces --server "$SERVER" --key "$KEY" --app bench --sigs "$SIGS" --conns "$TRACES_CONNS" "${RUN_A[@]}")
 STEAL_TA=$(busy_pct "$S0" "$(steal_ticks)")
+wait "$SPEED_PID" || echo "run.sh: the speed probe failed" >&2
+SPEED_TA=$(tail -n 1 "$WORK/speed_a")
 C1=$(cpu_snap)
 BUSY_TA=$(busy_pct "$C0" "$C1")
 read -r -a US_TA <<<"$(us_each "$C0" "$C1" "$(val "$TA" requests)")"
@@ -260,6 +267,8 @@ say "(a) traces, $SIGS signatures, fixed rate $RATE80/s (80 %) for ${RATE_S} s, 
 PROBE_PID=$!
 cpu_seconds "$RATE_S" >"$WORK/cpu_seconds" &
 SECONDS_PID=$!
+"$LOAD" speed --seconds "$RATE_S" >"$WORK/speed_r" 2>"$WORK/speed_seconds" &
+SPEED_PID=$!
 # --timeline: latency per 1-s window of due times, to tell one stall from a slow run
 S0=$(steal_ticks)
 C0=$(cpu_snap)
@@ -269,6 +278,8 @@ C1=$(cpu_snap)
 BUSY_TR=$(busy_pct "$C0" "$C1")
 STEAL_TR=$(busy_pct "$S0" "$(steal_ticks)")
 wait "$SECONDS_PID" || true
+wait "$SPEED_PID" || echo "run.sh: the speed probe failed" >&2
+SPEED_TR=$(tail -n 1 "$WORK/speed_r")
 read -r -a US_TR <<<"$(us_each "$C0" "$C1" "$(val "$TR" requests)")"
 wait "$PROBE_PID" || echo "run.sh: the fdatasync probe failed: $(cat "$WORK/probe")" >&2
 PROBE=$(tail -n 1 "$WORK/probe")
@@ -280,12 +291,16 @@ WINDOWS=$(grep -c '^timeline: *[0-9]' "$WORK/timeline" || true)
 # The slow windows (a request at 50 ms or more) are counted, and listed on stderr with the
 # probe's slow fdatasyncs, to tell a stall of the server from one of the disk.
 SLOW=$(awk 'FILENAME ~ /cpu_seconds$/ { busy[$1] = $2; stolen[$1] = $3; next }
+            FILENAME ~ /speed_seconds$/ { if ($1 == "speed_probe:") loop[$2] = $3; next }
             $1 == "timeline:" && $2 ~ /^[0-9]/ && $6 + 0 >= 50 { n++; w = int($2)
-                s = s sprintf(" %d s (p99 %.0f ms%s)", w, $5, w in busy ? sprintf(", CPU %d %% busy, %d %% stolen", busy[w], stolen[w]) : "") }
+                s = s sprintf(" %d s (p99 %.0f ms%s%s)", w, $5, w in busy ? sprintf(", CPU %d %% busy, %d %% stolen", busy[w], stolen[w]) : "",
+                              w in loop ? sprintf(", loop %.0f us", loop[w]) : "") }
             END { if (s != "") print "fixed rate: 1-s windows with a request >= 50 ms, from:" s > "/dev/stderr"
-                  print n + 0 }' "$WORK/cpu_seconds" "$WORK/timeline")
+                  print n + 0 }' "$WORK/cpu_seconds" "$WORK/speed_seconds" "$WORK/timeline")
 grep '^fsync_probe:' "$WORK/probe" >&2 || true
-if [[ -n ${KEEP_TIMELINE:-} ]]; then cp "$WORK/timeline" "$KEEP_TIMELINE"; cp "$WORK/cpu_seconds" "$KEEP_TIMELINE.cpu"; fi
+if [[ -n ${KEEP_TIMELINE:-} ]]; then
+    cp "$WORK/timeline" "$KEEP_TIMELINE"; cp "$WORK/cpu_seconds" "$KEEP_TIMELINE.cpu"; cp "$WORK/speed_seconds" "$KEEP_TIMELINE.speed"
+fi
 
 # ---- (b) heap uploads, (c) memory as bodies grow ------------------------------------------------
 # Their baseline writes the same files (HEAP_N of HEAP_MB, each fsync'd, two at a time as the
@@ -370,6 +385,7 @@ row "  1-s windows with a request >= 50 ms"      "$SLOW" "of $WINDOWS" "" "" - "
 row "  checkpoints started during it"            "$CKPTS" "" "" "" - ""
 row "  machine CPU busy during it"              "$BUSY_TR" "%" "closed loop" "$BUSY_TA" - ""
 row "  CPU stolen by the hypervisor meanwhile"  "$STEAL_TR" "%" "closed loop" "$STEAL_TA" - ""
+row "  the host's speed: a fixed loop, median"   "$(val "$SPEED_TR" p50_us)" "us" "closed loop" "$(val "$SPEED_TA" p50_us)" - ""
 row "  CPU a report: leakd"                     "${US_TR[0]}" "us" "closed loop" "${US_TA[0]}" - ""
 row "  CPU a report: PostgreSQL"                "${US_TR[1]}" "us" "closed loop" "${US_TA[1]}" - ""
 row "  CPU a report: the whole machine"         "${US_TR[2]}" "us" "closed loop" "${US_TA[2]}" - ""
