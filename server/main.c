@@ -102,18 +102,33 @@ static void delete_blobs(ld_server *s, char **paths, size_t n) {
     ld_blob_paths_free(paths, n);
 }
 
+/* Reports deleted per transaction (ld_retention_purge), and at most this many transactions
+ * each time the supervisor's loop calls purge_old (a second apart while there is more), so
+ * that it still reaps workers and sees SIGTERM during a long purge. */
+#define PURGE_BATCH 5000
+#define PURGE_BATCHES_PER_CALL 20
+
 /* At start and hourly: reports past LEAKD_RETENTION_DAYS, and failed reports' dumps past
- * LEAKD_FAILED_BLOB_DAYS or beyond the newest LEAKD_FAILED_BLOB_MAX_BYTES of them. */
-static void purge_old(ld_server *s) {
+ * LEAKD_FAILED_BLOB_DAYS or beyond the newest LEAKD_FAILED_BLOB_MAX_BYTES of them. Returns 1
+ * when expired reports are left for the next call. */
+static int purge_old(ld_server *s, int64_t *purged) {
     ld_db *db = ld_pool_get(s->pool, 5000);
-    if (!db) return;
+    if (!db) return 0;
     int64_t n = 0;
     char **paths = NULL;
     size_t np = 0;
-    if (s->cfg.retention_days > 0 && ld_retention_purge(db, s->cfg.retention_days, &n, &paths, &np) == LD_OK) {
+    for (int b = 0; s->cfg.retention_days > 0; b++) {
+        if (b == PURGE_BATCHES_PER_CALL) {
+            ld_pool_put(s->pool, db);
+            return 1;
+        }
+        if (ld_retention_purge(db, s->cfg.retention_days, PURGE_BATCH, &n, &paths, &np) != LD_OK) break;
         delete_blobs(s, paths, np);
-        if (n) ld_info("retention: deleted %lld report(s) older than %d days", (long long)n, s->cfg.retention_days);
+        *purged += n;
+        if (n < PURGE_BATCH) break;
     }
+    if (*purged) ld_info("retention: deleted %lld report(s) older than %d days", (long long)*purged, s->cfg.retention_days);
+    *purged = 0;
     if (!s->cfg.keep_blobs &&
         ld_failed_blobs_purge(db, s->cfg.failed_blob_days, s->cfg.failed_blob_max_bytes, &paths, &np) == LD_OK) {
         delete_blobs(s, paths, np);
@@ -125,6 +140,7 @@ static void purge_old(ld_server *s) {
                     s->cfg.failed_blob_days, cap);
     }
     ld_pool_put(s->pool, db);
+    return 0;
 }
 
 /* Partial uploads and analysis scratch dirs of a previous run. */
@@ -240,6 +256,8 @@ static int serve(ld_server *s) {
     ld_info("leakd %s serving on %s (metrics %s), %d worker(s), data in %s", LEAKD_VERSION, c->listen, c->metrics_listen,
             c->workers, c->data_dir);
     double last_keys = mono(), last_purge = 0;
+    int purge_more = 0;
+    int64_t purged = 0;
     for (;;) {
         struct timespec tick = {1, 0};
         int sig = sigtimedwait(&sigs, NULL, &tick);
@@ -276,9 +294,9 @@ static int serve(ld_server *s) {
             last_keys = mono();
             ld_auth_refresh(s->auth);
         }
-        if (mono() - last_purge >= 3600) {
-            last_purge = mono();
-            purge_old(s);
+        if (purge_more || mono() - last_purge >= 3600) {
+            if (!purge_more) last_purge = mono();
+            purge_more = purge_old(s, &purged);
         }
     }
     /* The workers give their reports back while the requests under way finish. */

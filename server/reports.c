@@ -502,18 +502,21 @@ out:
     return st;
 }
 
-ld_status ld_retention_purge(ld_db *db, int days, int64_t *reports_deleted, char ***blob_paths_out, size_t *nblobs) {
-    if (!db || days < 1 || !reports_deleted || !blob_paths_out || !nblobs) return LD_ERR_INVALID;
-    char d[16];
+ld_status ld_retention_purge(ld_db *db, int days, int64_t limit, int64_t *reports_deleted, char ***blob_paths_out,
+                             size_t *nblobs) {
+    if (!db || days < 1 || limit < 1 || !reports_deleted || !blob_paths_out || !nblobs) return LD_ERR_INVALID;
+    char d[16], l[24];
     snprintf(d, sizeof d, "%d", days);
-    const char *p[] = {d};
+    snprintf(l, sizeof l, "%" PRId64, limit);
+    const char *p[] = {d, l};
     return purge_returning_paths(db,
-                                 "WITH r AS (DELETE FROM reports"
-                                 "   WHERE received_at < now() - make_interval(days => $1::int)"
+                                 "WITH r AS (DELETE FROM reports WHERE id IN ("
+                                 "   SELECT id FROM reports WHERE received_at < now() - make_interval(days => $1::int)"
+                                 "   ORDER BY received_at LIMIT $2::bigint)"
                                  "   RETURNING id, blob_path),"
                                  " o AS (DELETE FROM occurrences WHERE report_id IN (SELECT id FROM r))"
                                  " SELECT blob_path FROM r",
-                                 1, p, reports_deleted, blob_paths_out, nblobs);
+                                 2, p, reports_deleted, blob_paths_out, nblobs);
 }
 
 ld_status ld_failed_blobs_purge(ld_db *db, int days, uint64_t max_bytes, char ***blob_paths_out, size_t *nblobs) {

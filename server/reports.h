@@ -71,11 +71,16 @@ char *ld_report_traces_json(const ld_traces_item *it, const char *app_slug, cons
  * there is no such report in app `app_id` (or the id is malformed). */
 ld_status ld_report_get(ld_db *db, int64_t app_id, const char *report_id, json_t **out);
 
-/* Deletes reports received more than `days` days ago; their occurrences go with them (groups
- * keep their counters). *reports_deleted = how many; *blob_paths_out = a malloc'd array of
- * *nblobs malloc'd relative blob paths for the caller to delete (NULL when none); free them
- * with ld_blob_paths_free. */
-ld_status ld_retention_purge(ld_db *db, int days, int64_t *reports_deleted, char ***blob_paths_out, size_t *nblobs);
+/* Deletes up to `limit` of the oldest reports received more than `days` days ago, in one
+ * transaction; their occurrences go with them (groups keep their counters). The caller calls
+ * again while *reports_deleted == limit: a transaction holds back the removal of every row
+ * version that dies while it runs, and each batch of traces reports updates the row of each
+ * group it hits, so one statement for an hour's worth of reports (millions at a few thousand
+ * a second) would bloat those rows for as long as it ran. *blob_paths_out = a malloc'd array
+ * of *nblobs malloc'd relative blob paths for the caller to delete (NULL when none); free
+ * them with ld_blob_paths_free. */
+ld_status ld_retention_purge(ld_db *db, int days, int64_t limit, int64_t *reports_deleted, char ***blob_paths_out,
+                             size_t *nblobs);
 void ld_blob_paths_free(char **paths, size_t n); /* NULL is a no-op */
 
 /* The blobs of failed reports kept for inspection that are due: those that failed more than

@@ -222,6 +222,16 @@ static int latest_migration(void)
     return latest;
 }
 
+/* Columns of reports, occurrences and leak_group_devices, and of the expressions of their
+ * indexes (ANALYZE samples those too), whose statistics target is over 10 or the default
+ * (-1): none after migration 0011. */
+#define SMALL_SAMPLE_SQL                                                                          \
+    "SELECT count(*) FROM pg_attribute WHERE attrelid IN (SELECT unnest(ARRAY['reports'::regclass," \
+    " 'occurrences'::regclass, 'leak_group_devices'::regclass]) UNION SELECT indexrelid FROM pg_index"   \
+    " WHERE indexprs IS NOT NULL AND indrelid IN ('reports'::regclass, 'occurrences'::regclass,"         \
+    " 'leak_group_devices'::regclass)) AND attnum > 0 AND NOT attisdropped"                              \
+    " AND (attstattarget < 0 OR attstattarget > 10)"
+
 static void test_migrate_once(void **state)
 {
     ld_db *db = *state;
@@ -243,6 +253,9 @@ static void test_migrate_once(void **state)
     snprintf(want, sizeof want, "%d 0001_init.sql", latest);
     assert_query(db, "SELECT count(*) || ' ' || min(name) FROM schema_migrations", want);
     assert_query(db, "SELECT count(*) FROM apps", "0");
+    /* 0011: every column of the tables that only grow keeps a small ANALYZE sample (a column
+     * at the default target brings back a 30,000-row sample, and the snapshot that long) */
+    assert_query(db, SMALL_SAMPLE_SQL, "0");
     assert_int_equal(ld_schema_check(db, latest, err, sizeof err), LD_OK);
     assert_int_equal(ld_schema_check(db, latest + 1, err, sizeof err), LD_ERR_SCHEMA);
 
@@ -374,7 +387,8 @@ static void migrate_to(ld_db *db, const char *dir, const char *name, int version
  * signatures without a regex, to the same rule; 0007 keeps meta as json, with lz4 and no
  * statistics; 0008 keys each device by a hash of its signature and install_id, and keeps when
  * it was first seen; 0009 indexes the failed reports that keep a dump; 0010 paces autovacuum
- * of the insert-mostly tables (and the TOAST table of reports). */
+ * of the insert-mostly tables (and the TOAST table of reports); 0011 gives their columns a
+ * statistics target of 10 (0 for the documents, as before). */
 static void test_migrations_keep_data(void **state)
 {
     ld_db *db = *state;
@@ -475,6 +489,13 @@ static void test_migrations_keep_data(void **state)
                  "   OR c.oid = (SELECT reltoastrelid FROM pg_class WHERE relname = 'reports')) x",
                  "leak_group_devices autovacuum_vacuum_cost_delay=10; occurrences autovacuum_vacuum_cost_delay=10;"
                  " reports autovacuum_vacuum_cost_delay=10; reports toast autovacuum_vacuum_cost_delay=10");
+
+    migrate_to(db, dir, "0011_analyze_sample.sql", 11);
+    assert_query(db, SMALL_SAMPLE_SQL, "0");
+    assert_query(db,
+                 "SELECT string_agg(attname || ' ' || attstattarget, ',' ORDER BY attname) FROM pg_attribute"
+                 " WHERE attrelid = 'reports'::regclass AND attname IN ('id', 'received_at', 'status', 'result', 'meta')",
+                 "id 10,meta 0,received_at 10,result 0,status 10");
     remove_dir(dir);
     free(dir);
 }

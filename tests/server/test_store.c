@@ -1011,17 +1011,24 @@ static void test_retention(void **state) {
     char id2[37], id3[37];
     uuid_n(id2, 2);
     uuid_n(id3, 3);
-    exec1(c, "UPDATE reports SET received_at = now() - interval '100 days' WHERE id = $1::uuid", id2);
+    exec1(c, "UPDATE reports SET received_at = now() - interval '110 days' WHERE id = $1::uuid", id2);
     exec1(c, "UPDATE reports SET received_at = now() - interval '100 days' WHERE id = $1::uuid", id3);
 
+    /* a batch at a time, the oldest first */
     int64_t deleted = -1;
     char **paths = NULL;
     size_t nblobs = 99;
-    assert_int_equal(ld_retention_purge(c->db, 90, &deleted, &paths, &nblobs), LD_OK);
-    assert_int_equal(deleted, 2);
-    assert_int_equal(nblobs, 1); /* the traces report had no blob */
+    assert_int_equal(ld_retention_purge(c->db, 90, 1, &deleted, &paths, &nblobs), LD_OK);
+    assert_int_equal(deleted, 1);
+    assert_int_equal(nblobs, 1);
     assert_string_equal(paths[0], "blobs/2.hprof.zst");
     ld_blob_paths_free(paths, nblobs);
+    assert_int_equal(scalar(c, "SELECT count(*) FROM reports", NULL), 3);
+    assert_int_equal(scalar(c, "SELECT count(*) FROM occurrences", NULL), 2);
+    assert_int_equal(ld_retention_purge(c->db, 90, 1, &deleted, &paths, &nblobs), LD_OK);
+    assert_int_equal(deleted, 1);
+    assert_int_equal(nblobs, 0); /* the traces report had no blob */
+    assert_null(paths);
     assert_int_equal(scalar(c, "SELECT count(*) FROM reports", NULL), 2);
     assert_int_equal(scalar(c, "SELECT count(*) FROM occurrences", NULL), 1); /* id3's went with it */
     group_row g;
@@ -1030,11 +1037,12 @@ static void test_retention(void **state) {
     assert_int_equal(g.leaked_objects, 4);
     assert_int_equal(g.devices, 2);
 
-    assert_int_equal(ld_retention_purge(c->db, 90, &deleted, &paths, &nblobs), LD_OK);
+    assert_int_equal(ld_retention_purge(c->db, 90, 1000, &deleted, &paths, &nblobs), LD_OK);
     assert_int_equal(deleted, 0);
     assert_int_equal(nblobs, 0);
     assert_null(paths);
-    assert_int_equal(ld_retention_purge(c->db, 0, &deleted, &paths, &nblobs), LD_ERR_INVALID);
+    assert_int_equal(ld_retention_purge(c->db, 0, 1000, &deleted, &paths, &nblobs), LD_ERR_INVALID);
+    assert_int_equal(ld_retention_purge(c->db, 90, 0, &deleted, &paths, &nblobs), LD_ERR_INVALID);
     free(json);
 }
 
