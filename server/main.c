@@ -103,10 +103,11 @@ static void delete_blobs(ld_server *s, char **paths, size_t n) {
 }
 
 /* Reports deleted per transaction (ld_retention_purge), and at most this many transactions
- * each time the supervisor's loop calls purge_old (a second apart while there is more), so
- * that it still reaps workers and sees SIGTERM during a long purge. */
+ * each time the supervisor's loop calls purge_old (a second apart while there is more, ~10,000
+ * reports a second), so that it still reaps workers and sees SIGTERM within a second or two
+ * during a long purge. */
 #define PURGE_BATCH 5000
-#define PURGE_BATCHES_PER_CALL 20
+#define PURGE_BATCHES_PER_CALL 4
 
 /* At start and hourly: reports past LEAKD_RETENTION_DAYS, and failed reports' dumps past
  * LEAKD_FAILED_BLOB_DAYS or beyond the newest LEAKD_FAILED_BLOB_MAX_BYTES of them. Returns 1

@@ -1,7 +1,6 @@
 /* json_writer.c — see json_writer.h. */
 #include "json_writer.h"
 
-
 void lw__jw_init(lw__jw *w, int pretty) {
     memset(w, 0, sizeof *w);
     w->pretty = pretty;
@@ -132,7 +131,7 @@ void lw__jw_string(lw__jw *w, const char *s) {
 }
 
 void lw__jw_int(lw__jw *w, int64_t v) {
-    char num[24], *e = num + sizeof num, *p = e; /* digits backwards: snprintf cost ~10x */
+    char num[24], *e = num + sizeof num, *p = e; /* digits backwards, no format to parse */
     uint64_t m = v < 0 ? 0 - (uint64_t)v : (uint64_t)v;
     do *--p = (char)('0' + m % 10); while ((m /= 10) != 0);
     if (v < 0) *--p = '-';
