@@ -26,7 +26,8 @@
 #   LEAKD_LOAD    the load generator (default BUILD_DIR/tests/bench/leakd_load)
 #   KEEP_LOG=FILE       a copy of leakd's log
 #   KEEP_TIMELINE=FILE  the fixed-rate run's latency per 1-s window (leakd_load --timeline), and
-#                       in FILE.cpu the machine's busy and stolen CPU % each second
+#                       in FILE.cpu the machine's busy and stolen CPU % each second, in
+#                       FILE.speed the host's speed (leakd_load speed's median each second)
 #   KEEP_PGLOG=FILE     a copy of PostgreSQL's log (checkpoints and autovacuums, with times)
 # Exit status: 0 when every request got a 2xx (speed and memory never fail it: they are OK or
 # OVER), 1 when a request failed, 2 on usage or setup errors, 77 when PostgreSQL is missing.
