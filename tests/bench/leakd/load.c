@@ -797,6 +797,20 @@ static long dirty_kb(void) {
     return kb;
 }
 
+/* The probes' clock: sleep until `due` (now() time), and the due time after `due` once the
+ * work that ended at `t` is done: every `every` s, a missed one skipped, not made up in a
+ * burst. */
+static void sleep_until(double due) {
+    double d = due - now();
+    if (d <= 0) return;
+    struct timespec ts = {(time_t)d, (long)((d - (double)(time_t)d) * 1e9)};
+    nanosleep(&ts, NULL);
+}
+static double next_due(double due, double every, double t) {
+    due += every;
+    return due < t ? t + every - fmod(t - due, every) : due;
+}
+
 /* fsync --every-ms: what one fdatasync costs while something else uses the disk (run.sh runs
  * it beside the fixed-rate run). Like PostgreSQL's WAL, it overwrites blocks of a file written
  * and fsync'd beforehand, so each fdatasync flushes 4 KiB of data and no metadata. Due times
@@ -824,11 +838,7 @@ static int run_fsync_probe(opts *o) {
     long long win_s = device_sectors_written(st.st_dev);
     long dirty_max = dirty_kb();
     while ((t = now()) - t0 < secs && n < cap) {
-        if (t < due) {
-            double d = due - t;
-            struct timespec ts = {(time_t)d, (long)((d - (double)(time_t)d) * 1e9)};
-            nanosleep(&ts, NULL);
-        }
+        sleep_until(due);
         /* sampled before the timed flush, so that reading /proc is not in its latency */
         double ts = now();
         long long sa = win_s >= 0 ? device_sectors_written(st.st_dev) : -1;
@@ -857,8 +867,7 @@ static int run_fsync_probe(opts *o) {
                         a - t0, (b - a) * 1e3, (double)(sb - sa) * 512 / 1e6, (double)dirty_kb() / 1024);
             else fprintf(stderr, "fsync_probe: at %.2f s: %.1f ms\n", a - t0, (b - a) * 1e3);
         }
-        due += every;
-        if (due < b) due = b + every - fmod(b - due, every); /* missed: the next due time ahead */
+        due = next_due(due, every, b);
     }
     close(fd);
     unlink(path);
@@ -897,6 +906,13 @@ static double speed_once(void) {
     return (double)(b.tv_sec - a.tv_sec) * 1e6 + (double)(b.tv_nsec - a.tv_nsec) / 1e3;
 }
 
+/* "speed_probe: SECOND MEDIAN_US" for the samples of one second; none: nothing. */
+static void speed_second(int second, double *v, long n) {
+    if (n == 0) return;
+    qsort(v, (size_t)n, sizeof *v, cmp_double);
+    fprintf(stderr, "speed_probe: %d %.1f\n", second, pct(v, n, 0.5));
+}
+
 static int run_speed_probe(opts *o) {
     double secs = o->seconds > 0 ? o->seconds : 2, every = (o->every_ms > 0 ? o->every_ms : 100) / 1e3;
     long cap = (long)(secs / every) + 2, n = 0, in_sec = 0;
@@ -905,26 +921,17 @@ static int run_speed_probe(opts *o) {
     double t0 = now(), due = t0, t;
     int cur = 0;
     while ((t = now()) - t0 < secs && n < cap) {
-        if (t < due) {
-            double d = due - t;
-            struct timespec ts = {(time_t)d, (long)((d - (double)(time_t)d) * 1e9)};
-            nanosleep(&ts, NULL);
-        }
+        sleep_until(due);
         int s = (int)(now() - t0);
-        if (s != cur && in_sec) {
-            qsort(sec, (size_t)in_sec, sizeof *sec, cmp_double);
-            fprintf(stderr, "speed_probe: %d %.1f\n", cur, pct(sec, in_sec, 0.5));
+        if (s != cur) {
+            speed_second(cur, sec, in_sec);
             in_sec = 0;
         }
         cur = s;
         us[n++] = sec[in_sec++] = speed_once();
-        due += every;
-        if (due < now()) due = now() + every;
+        due = next_due(due, every, now());
     }
-    if (in_sec) {
-        qsort(sec, (size_t)in_sec, sizeof *sec, cmp_double);
-        fprintf(stderr, "speed_probe: %d %.1f\n", cur, pct(sec, in_sec, 0.5));
-    }
+    speed_second(cur, sec, in_sec);
     qsort(us, (size_t)n, sizeof *us, cmp_double);
     printf("mode=speed_probe samples=%ld seconds=%.3f every_ms=%.1f p10_us=%.1f p50_us=%.1f p90_us=%.1f max_us=%.1f\n", n,
            t - t0, every * 1e3, pct(us, n, 0.1), pct(us, n, 0.5), pct(us, n, 0.9), n ? us[n - 1] : 0.0);
