@@ -1,8 +1,16 @@
-/* log.c — one line per event, written with a single write(2) so lines from threads and
- * processes never interleave. The executable's only global state. */
+/* log.c — one line per event. Lines are whole: each write(2) carries whole lines, at most
+ * PIPE_BUF bytes, so lines from threads and processes never interleave, even on a pipe.
+ * The executable's only global state.
+ *
+ * In `leakd serve` the lines go through a buffer that a writer thread empties (ld_log_writer_start):
+ * the request log is written by the event threads, and a write(2) to a file can block for
+ * milliseconds (page-cache allocation, write-back of the page being appended to), holding up
+ * every connection of that thread meanwhile. */
 #define _GNU_SOURCE
 #include "log.h"
 
+#include <limits.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -13,6 +21,136 @@
 static char log_role[16] = "leakd";
 static ld_log_level log_min = LD_INFO;
 static int log_json;
+
+/* How long the writer lets lines gather before it writes them: ~50 lines a write at 5,000
+ * requests a second, instead of a write per line. A warning or error is written at once. */
+#define LINGER_NS 10000000L
+/* Room for ~1 s of the request log at 5,000 requests a second; a thread that finds it full
+ * waits for the writer (lines are never dropped). */
+#define BUF_BYTES (1u << 20)
+
+static struct {
+    pthread_mutex_t mu;
+    pthread_cond_t work, room; /* lines to write; room freed */
+    pthread_t thread;
+    int running, stopping, urgent;
+    size_t len;
+    char buf[BUF_BYTES];
+    char out[BUF_BYTES]; /* what the writer is writing, outside the lock */
+} lw = {.mu = PTHREAD_MUTEX_INITIALIZER, .work = PTHREAD_COND_INITIALIZER, .room = PTHREAD_COND_INITIALIZER};
+
+/* Writes buf[0..len) to stderr, at most PIPE_BUF bytes a call, each cut after a newline. */
+static void write_lines(const char *buf, size_t len) {
+    while (len > 0) {
+        size_t n = len;
+        if (n > PIPE_BUF) {
+            n = PIPE_BUF;
+            while (n > 0 && buf[n - 1] != '\n') n--;
+            if (n == 0) n = PIPE_BUF; /* no line is that long (ld_log cuts them) */
+        }
+        ssize_t w = write(STDERR_FILENO, buf, n);
+        if (w <= 0) return; /* nowhere to report it */
+        buf += w;
+        len -= (size_t)w;
+    }
+}
+
+static void *writer_main(void *arg) {
+    (void)arg;
+    pthread_mutex_lock(&lw.mu);
+    for (;;) {
+        while (lw.len == 0 && !lw.stopping) pthread_cond_wait(&lw.work, &lw.mu);
+        if (lw.len == 0) break; /* stopping, and all written */
+        if (!lw.urgent && !lw.stopping && lw.len < BUF_BYTES / 2) {
+            struct timespec until;
+            clock_gettime(CLOCK_MONOTONIC, &until);
+            until.tv_nsec += LINGER_NS;
+            if (until.tv_nsec >= 1000000000L) {
+                until.tv_sec++;
+                until.tv_nsec -= 1000000000L;
+            }
+            while (!lw.urgent && !lw.stopping && lw.len < BUF_BYTES / 2)
+                if (pthread_cond_timedwait(&lw.work, &lw.mu, &until) != 0) break;
+        }
+        size_t n = lw.len;
+        memcpy(lw.out, lw.buf, n);
+        lw.len = 0;
+        lw.urgent = 0;
+        pthread_cond_broadcast(&lw.room);
+        pthread_mutex_unlock(&lw.mu);
+        write_lines(lw.out, n);
+        pthread_mutex_lock(&lw.mu);
+    }
+    lw.running = 0; /* under the lock: a line logged from here on is written by its thread */
+    pthread_cond_broadcast(&lw.room);
+    pthread_mutex_unlock(&lw.mu);
+    return NULL;
+}
+
+/* Queues one line for the writer; 0 when there is no writer (the caller writes it). */
+static int queue_line(const char *line, size_t len, int urgent) {
+    pthread_mutex_lock(&lw.mu);
+    if (!lw.running) {
+        pthread_mutex_unlock(&lw.mu);
+        return 0;
+    }
+    while (lw.len + len > BUF_BYTES) pthread_cond_wait(&lw.room, &lw.mu);
+    int was_empty = lw.len == 0;
+    memcpy(lw.buf + lw.len, line, len);
+    lw.len += len;
+    if (urgent) lw.urgent = 1;
+    /* The writer sleeps until lines come, then lingers: only the first line of a lull, a
+     * warning, or a half-full buffer wakes it. */
+    if (was_empty || urgent || lw.len >= BUF_BYTES / 2) pthread_cond_signal(&lw.work);
+    pthread_mutex_unlock(&lw.mu);
+    return 1;
+}
+
+/* fork(2) in a process with a writer: the child has no writer thread, and writes its own lines
+ * (the parent's queued ones stay the parent's to write). */
+static void before_fork(void) { pthread_mutex_lock(&lw.mu); }
+static void after_fork_parent(void) { pthread_mutex_unlock(&lw.mu); }
+static void after_fork_child(void) {
+    pthread_mutex_init(&lw.mu, NULL);
+    pthread_cond_init(&lw.work, NULL);
+    pthread_cond_init(&lw.room, NULL);
+    lw.running = lw.stopping = lw.urgent = 0;
+    lw.len = 0;
+}
+
+static void register_atfork(void) { pthread_atfork(before_fork, after_fork_parent, after_fork_child); }
+
+int ld_log_writer_start(void) {
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    pthread_once(&once, register_atfork);
+    pthread_mutex_lock(&lw.mu);
+    int rc = 0;
+    if (!lw.running) {
+        pthread_condattr_t ca;
+        pthread_condattr_init(&ca);
+        pthread_condattr_setclock(&ca, CLOCK_MONOTONIC); /* the linger */
+        pthread_cond_destroy(&lw.work);
+        pthread_cond_init(&lw.work, &ca);
+        pthread_condattr_destroy(&ca);
+        lw.stopping = 0;
+        rc = pthread_create(&lw.thread, NULL, writer_main, NULL);
+        if (rc == 0) lw.running = 1;
+    }
+    pthread_mutex_unlock(&lw.mu);
+    return rc;
+}
+
+void ld_log_writer_stop(void) {
+    pthread_mutex_lock(&lw.mu);
+    if (!lw.running) {
+        pthread_mutex_unlock(&lw.mu);
+        return;
+    }
+    lw.stopping = 1;
+    pthread_cond_signal(&lw.work);
+    pthread_mutex_unlock(&lw.mu);
+    pthread_join(lw.thread, NULL);
+}
 
 void ld_log_init(const char *role, const char *level, const char *format) {
     snprintf(log_role, sizeof log_role, "%s", role);
@@ -59,6 +197,5 @@ void ld_log(ld_log_level level, const char *fmt, ...) {
         line[len++] = '}';
     }
     line[len++] = '\n';
-    ssize_t w = write(STDERR_FILENO, line, len);
-    (void)w;
+    if (!queue_line(line, len, level >= LD_WARN)) write_lines(line, len);
 }

@@ -360,7 +360,11 @@ int main(int argc, char **argv) {
             return 2;
         }
         ld_log_init("serve", server.cfg.log_level, server.cfg.log_format);
-        return serve(&server);
+        int rc = ld_log_writer_start();
+        if (rc != 0) ld_warn("log lines are written by each thread itself: %s", strerror(rc));
+        rc = serve(&server);
+        ld_log_writer_stop();
+        return rc;
     }
     if (strcmp(cmd, "worker") == 0) {
         ld_log_init("worker", server.cfg.log_level, server.cfg.log_format);

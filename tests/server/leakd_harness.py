@@ -318,6 +318,10 @@ class Leakd:
         return self
 
     def log(self):
+        # leakd serve's log writer writes its info lines every 10 ms (docs/configuration.md):
+        # what the server logged before this call is on disk a little later.
+        if self.proc and self.proc.poll() is None:
+            time.sleep(0.03)
         try:
             with open(self.log_path, errors="replace") as f:
                 return f.read()

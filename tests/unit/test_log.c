@@ -1,0 +1,228 @@
+/* test_log.c — leakd's log lines (server/log.c) with and without the writer thread: every line
+ * is written whole, once, in each thread's order, in writes of whole lines no larger than
+ * PIPE_BUF; a lone line is written without waiting for more; stopping the writer writes what
+ * was queued; a child forked from a process with a writer writes its own lines.
+ *
+ * stderr is a SOCK_SEQPACKET socket here: each write(2) arrives as one message, so the tests
+ * see the writes themselves, not only the bytes. */
+#define _GNU_SOURCE
+#include <limits.h>
+#include <poll.h>
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "log.h"
+
+#define THREADS 4
+#define LINES_EACH 5000
+
+/* What arrived on the socket that stands for stderr. */
+typedef struct {
+    int fd;
+    char *text;
+    size_t len, cap;
+    size_t writes, too_large, cut; /* writes over PIPE_BUF, writes not ending with a newline */
+    int stop;
+} sink;
+
+static sink s;
+static int saved_stderr = -1;
+static pthread_t reader;
+
+static void *read_all(void *arg) {
+    (void)arg;
+    char buf[65536];
+    for (;;) {
+        struct pollfd p = {s.fd, POLLIN, 0};
+        if (poll(&p, 1, 50) == 0) {
+            if (__atomic_load_n(&s.stop, __ATOMIC_ACQUIRE)) break;
+            continue;
+        }
+        ssize_t n = recv(s.fd, buf, sizeof buf, 0);
+        if (n <= 0) break;
+        s.writes++;
+        if ((size_t)n > PIPE_BUF) s.too_large++;
+        if (buf[n - 1] != '\n') s.cut++;
+        if (s.len + (size_t)n + 1 > s.cap) {
+            s.cap = (s.len + (size_t)n + 1) * 2;
+            s.text = realloc(s.text, s.cap);
+        }
+        memcpy(s.text + s.len, buf, (size_t)n);
+        s.len += (size_t)n;
+        s.text[s.len] = '\0';
+    }
+    return NULL;
+}
+
+/* stderr becomes one end of a fresh socket pair, read by a thread into `s`. */
+static int setup(void **state) {
+    (void)state;
+    int sv[2];
+    if (socketpair(AF_UNIX, SOCK_SEQPACKET, 0, sv) != 0) return -1;
+    memset(&s, 0, sizeof s);
+    s.fd = sv[0];
+    saved_stderr = dup(STDERR_FILENO);
+    dup2(sv[1], STDERR_FILENO);
+    close(sv[1]);
+    ld_log_init("test", "info", "text");
+    return pthread_create(&reader, NULL, read_all, NULL);
+}
+
+/* Ends the capture: what was written so far is in `s`. */
+static void capture_end(void) {
+    __atomic_store_n(&s.stop, 1, __ATOMIC_RELEASE);
+    pthread_join(reader, NULL);
+}
+
+/* Puts stderr back, and passes on what was not a log line: cmocka's own messages (a failed
+ * assertion's) went to the socket too. */
+static int teardown(void **state) {
+    (void)state;
+    ld_log_writer_stop();
+    if (!s.stop) capture_end();
+    dup2(saved_stderr, STDERR_FILENO);
+    close(saved_stderr);
+    char buf[65536];
+    ssize_t n;
+    while ((n = recv(s.fd, buf, sizeof buf - 1, MSG_DONTWAIT)) > 0) {
+        buf[n] = '\0';
+        fputs(buf, stderr);
+    }
+    for (char *l = s.text, *end; l && *l; l = end + 1) {
+        end = strchr(l, '\n');
+        if (!end) end = l + strlen(l) - 1;
+        if (!memmem(l, (size_t)(end - l), " leakd test[", 12)) fprintf(stderr, "%.*s\n", (int)(end - l), l);
+    }
+    close(s.fd);
+    free(s.text);
+    return 0;
+}
+
+static size_t count(const char *needle) {
+    size_t n = 0;
+    for (const char *p = s.text ? strstr(s.text, needle) : NULL; p; p = strstr(p + 1, needle)) n++;
+    return n;
+}
+
+/* Waits up to 5 s for `needle` to have arrived. */
+static int arrives(const char *needle) {
+    for (int i = 0; i < 500; i++) {
+        if (s.text && strstr(s.text, needle)) return 1;
+        usleep(10000);
+    }
+    return 0;
+}
+
+static void *log_many(void *arg) {
+    int t = (int)(intptr_t)arg;
+    for (int n = 0; n < LINES_EACH; n++)
+        ld_info("line t=%d n=%05d %.*s", t, n, (n * 7) % 300, "................................................"
+                                                              "................................................"
+                                                              "................................................"
+                                                              "................................................"
+                                                              "................................................"
+                                                              "................................................"
+                                                              "................................................");
+    return NULL;
+}
+
+/* Every line once and whole, each thread's in order, in writes of whole lines of at most
+ * PIPE_BUF bytes, many lines a write. */
+static void test_writer_keeps_lines_whole_and_in_order(void **state) {
+    (void)state;
+    assert_int_equal(ld_log_writer_start(), 0);
+    pthread_t th[THREADS];
+    for (int t = 0; t < THREADS; t++) assert_int_equal(pthread_create(&th[t], NULL, log_many, (void *)(intptr_t)t), 0);
+    for (int t = 0; t < THREADS; t++) pthread_join(th[t], NULL);
+    ld_log_writer_stop();
+    capture_end();
+
+    assert_int_equal(s.too_large, 0);
+    assert_int_equal(s.cut, 0);
+    int next[THREADS] = {0};
+    size_t lines = 0;
+    for (char *l = s.text, *end; l && *l; l = end + 1) {
+        end = strchr(l, '\n');
+        assert_non_null(end);
+        const char *m = strstr(l, "info: line t=");
+        assert_true(m && m < end);
+        int t, n;
+        assert_int_equal(sscanf(m, "info: line t=%d n=%d", &t, &n), 2);
+        assert_true(t >= 0 && t < THREADS);
+        assert_int_equal(n, next[t]); /* in order, none missing, none twice */
+        next[t]++;
+        const char *after = m + strlen("info: line t=0 n=00000");
+        const char *dots = memchr(after, '.', (size_t)(end - after));
+        assert_int_equal(dots ? end - dots : 0, (n * 7) % 300); /* whole */
+        lines++;
+    }
+    for (int t = 0; t < THREADS; t++) assert_int_equal(next[t], LINES_EACH);
+    assert_int_equal(lines, THREADS * LINES_EACH);
+    assert_true(s.writes * 2 < lines); /* gathered, not a write a line */
+}
+
+/* A line alone is written without waiting for others, and a warning too; the writer keeps
+ * running. */
+static void test_lone_lines_are_written(void **state) {
+    (void)state;
+    assert_int_equal(ld_log_writer_start(), 0);
+    ld_info("a lone info line");
+    assert_true(arrives("info: a lone info line\n"));
+    ld_warn("a warning");
+    assert_true(arrives("warn: a warning\n"));
+    ld_log_writer_stop();
+    capture_end();
+    assert_int_equal(count("a lone info line"), 1);
+}
+
+/* Without a writer each line is written by its own thread, at once. */
+static void test_without_writer_lines_are_written_at_once(void **state) {
+    (void)state;
+    ld_info("written by the caller");
+    assert_true(arrives("info: written by the caller\n"));
+    capture_end();
+    assert_int_equal(s.writes, 1);
+}
+
+/* A child forked while the writer runs writes its own lines (it has no writer thread), and
+ * the parent's queued lines are written once, by the parent. */
+static void test_forked_child_writes_its_own_lines(void **state) {
+    (void)state;
+    assert_int_equal(ld_log_writer_start(), 0);
+    ld_info("the parent's line");
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        ld_info("the child's line");
+        _exit(0); /* no flush: a queued line would be lost */
+    }
+    int status;
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    assert_true(arrives("info: the child's line\n"));
+    ld_log_writer_stop();
+    capture_end();
+    assert_int_equal(count("the child's line"), 1);
+    assert_int_equal(count("the parent's line"), 1);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_writer_keeps_lines_whole_and_in_order, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_lone_lines_are_written, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_without_writer_lines_are_written_at_once, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_forked_child_writes_its_own_lines, setup, teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
