@@ -1,6 +1,6 @@
 /* log.c — one line per event. Lines are whole: each write(2) carries whole lines, at most
  * PIPE_BUF bytes, so lines from threads and processes never interleave, even on a pipe.
- * The executable's only global state.
+ * The executable's only global state: the log's settings, and its writer.
  *
  * In `leakd serve` the lines go through a buffer that a writer thread empties (ld_log_writer_start):
  * the request log is written by the event threads, and a write(2) to a file can block for
@@ -9,6 +9,7 @@
 #define _GNU_SOURCE
 #include "log.h"
 
+#include <errno.h>
 #include <limits.h>
 #include <pthread.h>
 #include <stdarg.h>
@@ -37,7 +38,7 @@ static struct {
     size_t len;
     char buf[BUF_BYTES];
     char out[BUF_BYTES]; /* what the writer is writing, outside the lock */
-} lw = {.mu = PTHREAD_MUTEX_INITIALIZER, .work = PTHREAD_COND_INITIALIZER, .room = PTHREAD_COND_INITIALIZER};
+} logq = {.mu = PTHREAD_MUTEX_INITIALIZER, .work = PTHREAD_COND_INITIALIZER, .room = PTHREAD_COND_INITIALIZER};
 
 /* Writes buf[0..len) to stderr, at most PIPE_BUF bytes a call, each cut after a newline. */
 static void write_lines(const char *buf, size_t len) {
@@ -49,6 +50,7 @@ static void write_lines(const char *buf, size_t len) {
             if (n == 0) n = PIPE_BUF; /* no line is that long (ld_log cuts them) */
         }
         ssize_t w = write(STDERR_FILENO, buf, n);
+        if (w < 0 && errno == EINTR) continue;
         if (w <= 0) return; /* nowhere to report it */
         buf += w;
         len -= (size_t)w;
@@ -57,11 +59,11 @@ static void write_lines(const char *buf, size_t len) {
 
 static void *writer_main(void *arg) {
     (void)arg;
-    pthread_mutex_lock(&lw.mu);
+    pthread_mutex_lock(&logq.mu);
     for (;;) {
-        while (lw.len == 0 && !lw.stopping) pthread_cond_wait(&lw.work, &lw.mu);
-        if (lw.len == 0) break; /* stopping, and all written */
-        if (!lw.urgent && !lw.stopping && lw.len < BUF_BYTES / 2) {
+        while (logq.len == 0 && !logq.stopping) pthread_cond_wait(&logq.work, &logq.mu);
+        if (logq.len == 0) break; /* stopping, and all written */
+        if (!logq.urgent && !logq.stopping && logq.len < BUF_BYTES / 2) {
             struct timespec until;
             clock_gettime(CLOCK_MONOTONIC, &until);
             until.tv_nsec += LINGER_NS;
@@ -69,53 +71,53 @@ static void *writer_main(void *arg) {
                 until.tv_sec++;
                 until.tv_nsec -= 1000000000L;
             }
-            while (!lw.urgent && !lw.stopping && lw.len < BUF_BYTES / 2)
-                if (pthread_cond_timedwait(&lw.work, &lw.mu, &until) != 0) break;
+            while (!logq.urgent && !logq.stopping && logq.len < BUF_BYTES / 2)
+                if (pthread_cond_timedwait(&logq.work, &logq.mu, &until) != 0) break;
         }
-        size_t n = lw.len;
-        memcpy(lw.out, lw.buf, n);
-        lw.len = 0;
-        lw.urgent = 0;
-        pthread_cond_broadcast(&lw.room);
-        pthread_mutex_unlock(&lw.mu);
-        write_lines(lw.out, n);
-        pthread_mutex_lock(&lw.mu);
+        size_t n = logq.len;
+        memcpy(logq.out, logq.buf, n);
+        logq.len = 0;
+        logq.urgent = 0;
+        pthread_cond_broadcast(&logq.room);
+        pthread_mutex_unlock(&logq.mu);
+        write_lines(logq.out, n);
+        pthread_mutex_lock(&logq.mu);
     }
-    lw.running = 0; /* under the lock: a line logged from here on is written by its thread */
-    pthread_cond_broadcast(&lw.room);
-    pthread_mutex_unlock(&lw.mu);
+    logq.running = 0; /* under the lock: a line logged from here on is written by its thread */
+    pthread_cond_broadcast(&logq.room);
+    pthread_mutex_unlock(&logq.mu);
     return NULL;
 }
 
 /* Queues one line for the writer; 0 when there is no writer (the caller writes it). */
 static int queue_line(const char *line, size_t len, int urgent) {
-    pthread_mutex_lock(&lw.mu);
-    if (!lw.running) {
-        pthread_mutex_unlock(&lw.mu);
+    pthread_mutex_lock(&logq.mu);
+    if (!logq.running) {
+        pthread_mutex_unlock(&logq.mu);
         return 0;
     }
-    while (lw.len + len > BUF_BYTES) pthread_cond_wait(&lw.room, &lw.mu);
-    int was_empty = lw.len == 0;
-    memcpy(lw.buf + lw.len, line, len);
-    lw.len += len;
-    if (urgent) lw.urgent = 1;
+    while (logq.len + len > BUF_BYTES) pthread_cond_wait(&logq.room, &logq.mu);
+    int was_empty = logq.len == 0;
+    memcpy(logq.buf + logq.len, line, len);
+    logq.len += len;
+    if (urgent) logq.urgent = 1;
     /* The writer sleeps until lines come, then lingers: only the first line of a lull, a
      * warning, or a half-full buffer wakes it. */
-    if (was_empty || urgent || lw.len >= BUF_BYTES / 2) pthread_cond_signal(&lw.work);
-    pthread_mutex_unlock(&lw.mu);
+    if (was_empty || urgent || logq.len >= BUF_BYTES / 2) pthread_cond_signal(&logq.work);
+    pthread_mutex_unlock(&logq.mu);
     return 1;
 }
 
 /* fork(2) in a process with a writer: the child has no writer thread, and writes its own lines
  * (the parent's queued ones stay the parent's to write). */
-static void before_fork(void) { pthread_mutex_lock(&lw.mu); }
-static void after_fork_parent(void) { pthread_mutex_unlock(&lw.mu); }
+static void before_fork(void) { pthread_mutex_lock(&logq.mu); }
+static void after_fork_parent(void) { pthread_mutex_unlock(&logq.mu); }
 static void after_fork_child(void) {
-    pthread_mutex_init(&lw.mu, NULL);
-    pthread_cond_init(&lw.work, NULL);
-    pthread_cond_init(&lw.room, NULL);
-    lw.running = lw.stopping = lw.urgent = 0;
-    lw.len = 0;
+    pthread_mutex_init(&logq.mu, NULL);
+    pthread_cond_init(&logq.work, NULL);
+    pthread_cond_init(&logq.room, NULL);
+    logq.running = logq.stopping = logq.urgent = 0;
+    logq.len = 0;
 }
 
 static void register_atfork(void) { pthread_atfork(before_fork, after_fork_parent, after_fork_child); }
@@ -123,33 +125,33 @@ static void register_atfork(void) { pthread_atfork(before_fork, after_fork_paren
 int ld_log_writer_start(void) {
     static pthread_once_t once = PTHREAD_ONCE_INIT;
     pthread_once(&once, register_atfork);
-    pthread_mutex_lock(&lw.mu);
+    pthread_mutex_lock(&logq.mu);
     int rc = 0;
-    if (!lw.running) {
+    if (!logq.running) {
         pthread_condattr_t ca;
         pthread_condattr_init(&ca);
         pthread_condattr_setclock(&ca, CLOCK_MONOTONIC); /* the linger */
-        pthread_cond_destroy(&lw.work);
-        pthread_cond_init(&lw.work, &ca);
+        pthread_cond_destroy(&logq.work);
+        pthread_cond_init(&logq.work, &ca);
         pthread_condattr_destroy(&ca);
-        lw.stopping = 0;
-        rc = pthread_create(&lw.thread, NULL, writer_main, NULL);
-        if (rc == 0) lw.running = 1;
+        logq.stopping = 0;
+        rc = pthread_create(&logq.thread, NULL, writer_main, NULL);
+        if (rc == 0) logq.running = 1;
     }
-    pthread_mutex_unlock(&lw.mu);
+    pthread_mutex_unlock(&logq.mu);
     return rc;
 }
 
 void ld_log_writer_stop(void) {
-    pthread_mutex_lock(&lw.mu);
-    if (!lw.running) {
-        pthread_mutex_unlock(&lw.mu);
+    pthread_mutex_lock(&logq.mu);
+    if (!logq.running) {
+        pthread_mutex_unlock(&logq.mu);
         return;
     }
-    lw.stopping = 1;
-    pthread_cond_signal(&lw.work);
-    pthread_mutex_unlock(&lw.mu);
-    pthread_join(lw.thread, NULL);
+    logq.stopping = 1;
+    pthread_cond_signal(&logq.work);
+    pthread_mutex_unlock(&logq.mu);
+    pthread_join(logq.thread, NULL);
 }
 
 void ld_log_init(const char *role, const char *level, const char *format) {
