@@ -191,6 +191,18 @@ static void clean_tmp(const char *dir) {
 
 static int serve(ld_server *s) {
     ld_config *c = &s->cfg;
+    /* Signals are taken by this thread with sigtimedwait; every thread inherits the mask, so
+     * it is set before any starts (a thread that did not block SIGTERM could take it, and die
+     * of it, while this one is between two waits). */
+    sigset_t sigs;
+    sigemptyset(&sigs);
+    sigaddset(&sigs, SIGTERM);
+    sigaddset(&sigs, SIGINT);
+    sigaddset(&sigs, SIGCHLD);
+    sigaddset(&sigs, SIGHUP);
+    pthread_sigmask(SIG_BLOCK, &sigs, NULL);
+    int rc = ld_log_writer_start();
+    if (rc != 0) ld_warn("log lines are written by each thread itself: %s", strerror(rc));
     snprintf(s->blob_dir, sizeof s->blob_dir, "%s/blobs", c->data_dir);
     snprintf(s->tmp_dir, sizeof s->tmp_dir, "%s/tmp", c->data_dir);
     if ((mkdir(c->data_dir, 0750) && errno != EEXIST) || (mkdir(s->blob_dir, 0750) && errno != EEXIST) ||
@@ -226,14 +238,6 @@ static int serve(ld_server *s) {
         ld_error("cannot start: %s", err);
         return 1;
     }
-    /* Signals are taken by this thread with sigtimedwait; every thread inherits the mask. */
-    sigset_t sigs;
-    sigemptyset(&sigs);
-    sigaddset(&sigs, SIGTERM);
-    sigaddset(&sigs, SIGINT);
-    sigaddset(&sigs, SIGCHLD);
-    sigaddset(&sigs, SIGHUP);
-    pthread_sigmask(SIG_BLOCK, &sigs, NULL);
     signal(SIGPIPE, SIG_IGN);
     ld_config_export(c);
     char self_pid[16];
@@ -360,9 +364,7 @@ int main(int argc, char **argv) {
             return 2;
         }
         ld_log_init("serve", server.cfg.log_level, server.cfg.log_format);
-        int rc = ld_log_writer_start();
-        if (rc != 0) ld_warn("log lines are written by each thread itself: %s", strerror(rc));
-        rc = serve(&server);
+        int rc = serve(&server);
         ld_log_writer_stop();
         return rc;
     }

@@ -1296,6 +1296,21 @@ class T07_WorkerLifecycle(ServerCase):
         self.assertEqual(self.report_row(rid)[:2], ["analyzing", attempts])
         return rid, worker, child, int(attempts)
 
+    def test_only_the_supervisor_thread_takes_signals(self):
+        """SIGTERM and SIGINT are blocked in every thread of leakd serve but the one that waits
+        for them (in sigtimedwait, which unblocks them while it waits): a thread that did not
+        block SIGTERM could be handed it between two waits, and die of it with the process."""
+        pid = self.server.proc.pid
+        tids = sorted(int(t) for t in os.listdir("/proc/%d/task" % pid))
+        self.assertGreater(len(tids), 5)  # event threads, report writers, the log writer, ...
+        for tid in tids:
+            if tid == pid:
+                continue
+            with open("/proc/%d/task/%d/status" % (pid, tid)) as f:
+                blocked = int(next(l for l in f if l.startswith("SigBlk:")).split()[1], 16)
+            for sig in (signal.SIGTERM, signal.SIGINT):
+                self.assertTrue(blocked & (1 << (sig - 1)), "thread %d does not block %s" % (tid, sig.name))
+
     def test_kill9_worker_holding_a_lease(self):
         app = self.new_app()
         rid, worker, child, attempts = self.claim_and_freeze(app)
