@@ -36,9 +36,12 @@ static struct {
     pthread_t thread;
     int running, stopping, urgent;
     size_t len;
-    char buf[BUF_BYTES];
-    char out[BUF_BYTES]; /* what the writer is writing, outside the lock */
+    char *buf;   /* lines queued: len bytes */
+    char *spare; /* the other half of mem, which the writer writes from outside the lock */
+    char mem[2][BUF_BYTES];
 } logq = {.mu = PTHREAD_MUTEX_INITIALIZER, .work = PTHREAD_COND_INITIALIZER, .room = PTHREAD_COND_INITIALIZER};
+/* (buf and spare are set by ld_log_writer_start: initialised here, mem would be 2 MiB of the
+ * executable's data instead of zero pages.) */
 
 /* Writes buf[0..len) to stderr, at most PIPE_BUF bytes a call, each cut after a newline. */
 static void write_lines(const char *buf, size_t len) {
@@ -74,13 +77,15 @@ static void *writer_main(void *arg) {
             while (!logq.urgent && !logq.stopping && logq.len < BUF_BYTES / 2)
                 if (pthread_cond_timedwait(&logq.work, &logq.mu, &until) != 0) break;
         }
+        char *out = logq.buf;
         size_t n = logq.len;
-        memcpy(logq.out, logq.buf, n);
+        logq.buf = logq.spare;
+        logq.spare = out;
         logq.len = 0;
         logq.urgent = 0;
         pthread_cond_broadcast(&logq.room);
         pthread_mutex_unlock(&logq.mu);
-        write_lines(logq.out, n);
+        write_lines(out, n);
         pthread_mutex_lock(&logq.mu);
     }
     logq.running = 0; /* under the lock: a line logged from here on is written by its thread */
@@ -135,6 +140,10 @@ int ld_log_writer_start(void) {
         pthread_cond_init(&logq.work, &ca);
         pthread_condattr_destroy(&ca);
         logq.stopping = 0;
+        if (!logq.buf) {
+            logq.buf = logq.mem[0];
+            logq.spare = logq.mem[1];
+        }
         rc = pthread_create(&logq.thread, NULL, writer_main, NULL);
         if (rc == 0) logq.running = 1;
     }
