@@ -26,7 +26,9 @@
  * millisecond, to send and to read what was answered meanwhile, so a request goes out up to
  * 1 ms late), and its latency counts from the time it was due (no coordinated omission: a
  * stalled server shows up in the latency) to the time the kernel received its answer
- * (SO_TIMESTAMPNS), which the tick does not delay.
+ * (SO_TIMESTAMPNS), which the tick does not delay. A request due while every connection waits
+ * for an answer goes out when one is free, still timed from when it was due; the result line
+ * counts those (waited_for_conn): the server then sees fewer requests at once than were due.
  *
  * Only loopback addresses are accepted. Every run is bounded by --count or --seconds (and a
  * hard stop at 2 × seconds + 30 s). The last line on stdout is `key=value ...` for run.sh.
@@ -48,6 +50,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
@@ -55,7 +58,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#define MAX_CONNS 512
+#define MAX_CONNS 4096
 /* Open loop: the generator wakes to send at most once per TICK (seconds). */
 #define TICK 0.001
 #define MAX_PSS_PIDS 4
@@ -225,7 +228,8 @@ typedef struct {
     socklen_t addrlen;
     char hostport[128];
     int ep;
-    conn conns[MAX_CONNS];
+    conn *conns;        /* o->conns of them */
+    int inflight;       /* conns with a request in flight */
     /* request bodies */
     char **traces;      /* sigs JSON documents */
     size_t *traces_len;
@@ -234,6 +238,8 @@ typedef struct {
     uint64_t run_tag;   /* makes report ids unique across runs */
     /* progress */
     long issued, done, ok, bad, errors;
+    long starved_upto;  /* open loop: requests before this one found every connection busy when due */
+    long waited_for_conn; /* ...and how many of them were sent late for that */
     long status_count[6];
     int last_bad_status;
     char last_bad_body[300];
@@ -391,8 +397,10 @@ static void issue(engine *g, conn *c, double due) {
         g->done++;
         return;
     }
+    if (g->issued < g->starved_upto) g->waited_for_conn++;
     build_request(g, c, g->issued++);
     c->busy = 1;
+    g->inflight++;
     c->sent = 0;
     c->rlen = 0;
     c->early = 0;
@@ -404,6 +412,7 @@ static void issue(engine *g, conn *c, double due) {
 
 static void finish(engine *g, conn *c, int status, double t) {
     c->busy = 0;
+    g->inflight--;
     g->done++;
     if (status >= 200 && status < 300) g->ok++;
     else if (status > 0) {
@@ -655,6 +664,16 @@ static int run_load(opts *o) {
     if (o->timeline > 0 && !(g.lat_due = calloc((size_t)g.lat_cap, sizeof *g.lat_due))) die("out of memory");
 
     signal(SIGPIPE, SIG_IGN);
+    /* A file for each connection (--conns up to MAX_CONNS): many systems start processes with
+     * 1,024 open files at most. */
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < (rlim_t)o->conns + 64) {
+        rl.rlim_cur = rl.rlim_max < (rlim_t)o->conns + 64 ? rl.rlim_max : (rlim_t)o->conns + 64;
+        setrlimit(RLIMIT_NOFILE, &rl);
+    }
+    g.conns = calloc((size_t)o->conns, sizeof *g.conns);
+    struct epoll_event *evs = calloc((size_t)o->conns, sizeof *evs);
+    if (!g.conns || !evs) die("out of memory");
     g.ep = epoll_create1(EPOLL_CLOEXEC);
     g.rx_stamps = o->rate > 0;
     g.real_to_mono = real_to_mono();
@@ -675,22 +694,23 @@ static int run_load(opts *o) {
     double hard_stop = t0 + (o->seconds > 0 ? 2 * o->seconds : 600) + 30;
     double interval = o->rate > 0 ? 1.0 / o->rate : 0;
     long due_next = 0; /* open loop: requests due so far */
-    struct epoll_event evs[MAX_CONNS];
     for (;;) {
         double t = now();
         int more = (limit == 0 || g.issued < limit) && t < stop_issuing;
         if (o->rate > 0) {
             while ((limit == 0 || due_next < limit) && t0 + (double)due_next * interval <= t && t0 + (double)due_next * interval < stop_issuing)
                 due_next++;
-            for (int i = 0; i < o->conns && g.issued < due_next; i++)
+            for (int i = 0; i < o->conns && g.issued < due_next && g.inflight < o->conns; i++)
                 if (!g.conns[i].busy) issue(&g, &g.conns[i], t0 + (double)g.issued * interval);
+            /* Every connection busy: what is due waits, and says so (the run then measures the
+             * generator's limit as much as the server). */
+            if (g.issued < due_next) g.starved_upto = due_next;
             more = g.issued < due_next || ((limit == 0 || due_next < limit) && t0 + (double)due_next * interval < stop_issuing);
         } else if (more) {
             for (int i = 0; i < o->conns && (limit == 0 || g.issued < limit); i++)
                 if (!g.conns[i].busy) issue(&g, &g.conns[i], now());
         }
-        int inflight = 0;
-        for (int i = 0; i < o->conns; i++) inflight += g.conns[i].busy;
+        int inflight = g.inflight;
         if (!inflight && !more) break;
         if (t > hard_stop) {
             fprintf(stderr, "leakd_load: hard time limit reached with %d request(s) in flight\n", inflight);
@@ -710,10 +730,10 @@ static int run_load(opts *o) {
             struct timespec at = {(time_t)next, (long)((next - (double)(time_t)next) * 1e9)};
             while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &at, NULL) == EINTR) {}
             g.real_to_mono = real_to_mono();
-            n = epoll_wait(g.ep, evs, MAX_CONNS, 0);
+            n = epoll_wait(g.ep, evs, o->conns, 0);
         } else {
             struct timespec ts = {0, 100000000L};
-            n = epoll_pwait2(g.ep, evs, MAX_CONNS, &ts, NULL);
+            n = epoll_pwait2(g.ep, evs, o->conns, &ts, NULL);
         }
         for (int k = 0; k < n; k++) {
             conn *c = evs[k].data.ptr;
@@ -728,6 +748,7 @@ static int run_load(opts *o) {
         pthread_join(ps.th, NULL);
     }
     for (int i = 0; i < o->conns; i++) conn_close(&g, &g.conns[i]);
+    free(evs);
 
     long nl = g.nlat;
     if (g.lat_due) print_timeline(&g, o->timeline);
@@ -742,9 +763,9 @@ static int run_load(opts *o) {
     fprintf(stderr, "\n");
     if (g.bad) fprintf(stderr, "  last non-2xx: %d %s\n", g.last_bad_status, g.last_bad_body);
     printf("mode=%s requests=%ld ok=%ld bad=%ld errors=%ld seconds=%.3f rate=%.1f mbps=%.1f p50_ms=%.2f p90_ms=%.2f "
-           "p99_ms=%.2f max_ms=%.2f over_50ms=%ld",
+           "p99_ms=%.2f max_ms=%.2f over_50ms=%ld waited_for_conn=%ld",
            o->mode, g.done, g.ok, g.bad, g.errors, elapsed, rate, mbps, pct(g.lat, nl, 0.5) * 1e3, pct(g.lat, nl, 0.9) * 1e3,
-           pct(g.lat, nl, 0.99) * 1e3, nl ? g.lat[nl - 1] * 1e3 : 0.0, over_50ms);
+           pct(g.lat, nl, 0.99) * 1e3, nl ? g.lat[nl - 1] * 1e3 : 0.0, over_50ms, g.waited_for_conn);
     for (int i = 0; i < ps.npids; i++)
         printf(" pss%d_max_kb=%ld pss%d_avg_kb=%.0f pss%d_first_kb=%ld", i, ps.max_kb[i], i,
                ps.samples ? ps.sum_kb[i] / (double)ps.samples : 0.0, i, ps.first_kb[i]);

@@ -11,7 +11,7 @@
 #   SMOKE=1       tiny counts (~20 s): checks only that everything runs and every request got a
 #                 2xx (what ctest runs); the figures mean nothing then
 #   PG_MODE       durable (default: the cluster is restarted with fsync, synchronous_commit and
-#                 full_page_writes on, shared_buffers=128MB and the WAL settings
+#                 full_page_writes on, shared_buffers=128MB (PG_SHARED_BUFFERS) and the WAL settings
 #                 docs/operations.md recommends, as in production, and its WAL segments are
 #                 recycled before the runs) or test (pg_cluster.sh's fsync=off settings)
 #   PREWARM_WAL_MB  WAL written and recycled before the runs in durable mode (4096: the
@@ -21,6 +21,9 @@
 #   TRACES_CONNS  client connections of the closed-loop traces runs that measure reports/s (64):
 #                 leakd stores traces reports by group commit, and a closed loop's rate is its
 #                 connections / latency, so 16 connections leave the machine partly idle
+#   OPEN_CONNS    client connections of the open-loop (fixed-rate) runs (128); a request due
+#                 while all of them wait for answers is sent when one is free, and its latency
+#                 still counts from when it was due: the table says how many waited so
 #   SECONDS_A     seconds of each traces run (10)
 #   RATE_SECONDS  seconds of the fixed-rate run (60); a checkpoint starts half-way
 #   LEAKD_LOAD    the load generator (default BUILD_DIR/tests/bench/leakd_load)
@@ -43,6 +46,7 @@ SMOKE=${SMOKE:-0}
 PG_MODE=${PG_MODE:-durable}
 CONNS=${CONNS:-16}
 TRACES_CONNS=${TRACES_CONNS:-64}
+OPEN_CONNS=${OPEN_CONNS:-128}
 DB_POOL=${DB_POOL:-16}
 SECONDS_A=${SECONDS_A:-10}
 RATE_SECONDS=${RATE_SECONDS:-60}
@@ -132,7 +136,7 @@ DB_URL=$(cat "$PGDIR/url")
 if [[ $PG_MODE == durable ]]; then
     as_pg "$PG_BINDIR/pg_ctl" -D "$PGDIR/data" -l "$PGDIR/server.log" -m fast -w -t 60 -s \
         -o "-p $PG_PORT -c listen_addresses=127.0.0.1 -c unix_socket_directories=$PGDIR/sock \
-            -c fsync=on -c synchronous_commit=on -c full_page_writes=on -c shared_buffers=128MB \
+            -c fsync=on -c synchronous_commit=on -c full_page_writes=on -c shared_buffers=${PG_SHARED_BUFFERS:-128MB} \
             -c max_wal_size=4GB -c min_wal_size=4GB -c wal_compression=lz4 -c backend_flush_after=256kB \
             -c max_connections=100 -c log_min_messages=warning -c log_checkpoints=on \
             -c log_autovacuum_min_duration=0 -c log_line_prefix='%m [%p] '" restart >/dev/null
@@ -158,7 +162,7 @@ PORT=$(free_port)
 MPORT=$(free_port)
 export LEAKD_DATABASE_URL=$DB_URL LEAKD_LISTEN=127.0.0.1:$PORT LEAKD_METRICS_LISTEN=127.0.0.1:$MPORT \
     LEAKD_DATA_DIR=$DATA LEAKD_WORKERS=1 LEAKD_QUOTA_REPORTS_PER_MIN=0 LEAKD_QUOTA_BYTES_PER_DAY=0 \
-    LEAKD_DB_POOL=$DB_POOL LEAKD_LOG_LEVEL=${LEAKD_LOG_LEVEL:-info} LEAKD_CONNECTION_LIMIT=512
+    LEAKD_DB_POOL=$DB_POOL LEAKD_LOG_LEVEL=${LEAKD_LOG_LEVEL:-info} LEAKD_CONNECTION_LIMIT=$((OPEN_CONNS > 256 ? OPEN_CONNS + 256 : 512))
 "$LEAKD" migrate >"$WORK/migrate.log" 2>&1 || { cat "$WORK/migrate.log" >&2; exit 2; }
 "$LEAKD" app create bench >"$WORK/app.txt" 2>&1 || { cat "$WORK/app.txt" >&2; exit 2; }
 KEY=$(grep -o 'lw_ingest_[0-9]*_[0-9A-Za-z]*' "$WORK/app.txt" | head -n 1)
@@ -260,7 +264,7 @@ CKPT_AT=$(( RATE_S * 11 / 20 > 30 ? RATE_S * 11 / 20 : 30 ))
 "${PSQL[@]}" -d postgres -c CHECKPOINT -c "ALTER SYSTEM SET checkpoint_timeout = '${CKPT_AT}s'" \
     -c 'SELECT pg_reload_conf()' >/dev/null
 CKPTS0=$(grep -c 'checkpoint starting: time' "$PGDIR/server.log" || true)
-say "(a) traces, $SIGS signatures, fixed rate $RATE80/s (80 %) for ${RATE_S} s, open loop, a checkpoint at ~${CKPT_AT} s"
+say "(a) traces, $SIGS signatures, fixed rate $RATE80/s (80 %) for ${RATE_S} s, open loop ($OPEN_CONNS connections), a checkpoint at ~${CKPT_AT} s"
 # Beside it, the disk's own latency: one fdatasync of 4 KiB every 10 ms on PostgreSQL's file
 # system, as each commit flushes the WAL. A commit cannot be faster than that, and when the
 # virtual disk stalls, every request waiting for a commit stalls with it.
@@ -273,7 +277,7 @@ SPEED_PID=$!
 # --timeline: latency per 1-s window of due times, to tell one stall from a slow run
 S0=$(steal_ticks)
 C0=$(cpu_snap)
-TR=$(load traces --server "$SERVER" --key "$KEY" --app bench --sigs "$SIGS" --conns 128 --rate "$RATE80" \
+TR=$(load traces --server "$SERVER" --key "$KEY" --app bench --sigs "$SIGS" --conns "$OPEN_CONNS" --rate "$RATE80" \
     --seconds "$RATE_S" --timeline 1 2>"$WORK/timeline")
 C1=$(cpu_snap)
 BUSY_TR=$(busy_pct "$C0" "$C1")
@@ -329,13 +333,13 @@ done
 # On one disk, every commit's WAL write queues behind what the uploads have queued there.
 RATE50=$(awk -v r="$(val "$TA" rate)" 'BEGIN { x = int(r * 0.5); print x < 1 ? 1 : x }')
 say "(d) traces at $RATE50/s (50 %) for ${MIX_S} s, alone"
-MA=$(load traces --server "$SERVER" --key "$KEY" --app bench --sigs "$SIGS" --conns 128 --rate "$RATE50" \
+MA=$(load traces --server "$SERVER" --key "$KEY" --app bench --sigs "$SIGS" --conns "$OPEN_CONNS" --rate "$RATE50" \
     --seconds "$MIX_S")
 say "(d) the same, while 2 connections upload $HEAP_MB MB dumps without pause"
 "$LOAD" heap --server "$SERVER" --key "$KEY" --app bench --mb "$HEAP_MB" --conns 2 --seconds "$MIX_S" \
     >"$WORK/mixheap" 2>&1 &
 MIXHEAP_PID=$!
-MIXT=$(load traces --server "$SERVER" --key "$KEY" --app bench --sigs "$SIGS" --conns 128 --rate "$RATE50" \
+MIXT=$(load traces --server "$SERVER" --key "$KEY" --app bench --sigs "$SIGS" --conns "$OPEN_CONNS" --rate "$RATE50" \
     --seconds "$MIX_S")
 wait "$MIXHEAP_PID" || { echo "heap (d) exit $?" >>"$WORK/failed"; echo "run.sh: the uploads beside (d) failed: $(tail -n 3 "$WORK/mixheap")" >&2; }
 MH=$(tail -n 1 "$WORK/mixheap")
@@ -376,6 +380,7 @@ row "  the same with $CONNS connections"       "$(val "$T16" rate)" "/s" "$BOUND
 row "  its p99"                                 "$(val "$T16" p99_ms)" "ms" "" "" - ""
 row "  mean group-commit batch"                 "$(batch_mean)" "reports" "" "" - ""
 row "fixed rate: achieved / scheduled"          "$(val "$TR" rate)" "/s" "scheduled" "$RATE80" - ""
+row "  requests that waited for a free connection" "$(val "$TR" waited_for_conn)" "of $(val "$TR" requests)" "" "" - ""
 row "fixed rate p50"                            "$(val "$TR" p50_ms)" "ms" "" "" - ""
 row "fixed rate p90"                            "$(val "$TR" p90_ms)" "ms" "" "" - ""
 row "fixed rate p99"                            "$(val "$TR" p99_ms)" "ms" "" "" lt 50
