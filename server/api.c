@@ -482,6 +482,13 @@ char *ld_metrics_render(ld_server *s) {
                " (every request in the batch waited for it).\n# TYPE leakd_traces_batch_duration_seconds histogram\n");
     ld_histogram_write(f, "leakd_traces_batch_duration_seconds", "", ld_batch_bucket_le, LD_BATCH_BUCKETS - 1, wc.bucket,
                        wc.seconds_sum);
+    unsigned long long waited;
+    unsigned waiting;
+    ld_http_turns(&waited, &waiting);
+    fprintf(f, "# HELP leakd_uploads_waiting Uploads waiting, unread, for room in LEAKD_INGEST_MEMORY.\n"
+               "# TYPE leakd_uploads_waiting gauge\nleakd_uploads_waiting %u\n", waiting);
+    fprintf(f, "# HELP leakd_uploads_waited_total Uploads that waited for room in LEAKD_INGEST_MEMORY.\n"
+               "# TYPE leakd_uploads_waited_total counter\nleakd_uploads_waited_total %llu\n", waited);
     fprintf(f, "# HELP leakd_workers_alive Analysis worker processes running.\n# TYPE leakd_workers_alive gauge\n");
     fprintf(f, "leakd_workers_alive %d\n", atomic_load(&m->workers_alive));
     ld_db *db = ld_pool_get(s->pool, 1000);

@@ -38,6 +38,8 @@ static const setting settings[] = {
     I("LEAKD_QUOTA_REPORTS_PER_MIN", "--quota-reports-per-min", quota_reports_per_min, "60", 0, "uploads per key per minute (0 = no limit)"),
     U("LEAKD_QUOTA_BYTES_PER_DAY", "--quota-bytes-per-day", quota_bytes_per_day, "10737418240", "upload bytes per key per day (0 = no limit)"),
     I("LEAKD_CONNECTION_LIMIT", "--connection-limit", connection_limit, "256", 1, "simultaneous HTTP connections"),
+    U("LEAKD_INGEST_MEMORY", "--ingest-memory", ingest_memory, "16777216",
+      "traces report bodies read and stored at once, in bytes; more wait their turn (0 = no limit)"),
     I("LEAKD_CONNECTION_TIMEOUT", "--connection-timeout", connection_timeout_s, "30", 1, "seconds an idle connection is kept"),
     U("LEAKD_MIN_UPLOAD_RATE", "--min-upload-rate", min_upload_rate, "4096", "bytes/s an upload must keep up after its first 10 s"),
     I("LEAKD_HTTP_THREADS", "--http-threads", http_threads, "0", 0, "event threads serving HTTP (0 = number of cores)"),
@@ -75,6 +77,7 @@ const char ld_config_help[] =
     "  --quota-reports-per-min N   LEAKD_QUOTA_REPORTS_PER_MIN  per key, 429 above (60; 0 = none)\n"
     "  --quota-bytes-per-day N     LEAKD_QUOTA_BYTES_PER_DAY    per key, 429 above (10 GiB; 0 = none)\n"
     "  --connection-limit N        LEAKD_CONNECTION_LIMIT       simultaneous connections (256)\n"
+    "  --ingest-memory N           LEAKD_INGEST_MEMORY          traces bodies handled at once (16M; 0 = no limit)\n"
     "  --connection-timeout S      LEAKD_CONNECTION_TIMEOUT     idle connection timeout (30)\n"
     "  --min-upload-rate N         LEAKD_MIN_UPLOAD_RATE        bytes/s after 10 s (4096)\n"
     "  --http-threads N            LEAKD_HTTP_THREADS           event threads serving HTTP (number of cores)\n"

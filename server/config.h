@@ -18,6 +18,7 @@ typedef struct ld_config {
     int quota_reports_per_min;    /* LEAKD_QUOTA_REPORTS_PER_MIN, per key, default 60; 0 = none */
     uint64_t quota_bytes_per_day; /* LEAKD_QUOTA_BYTES_PER_DAY, per key, default 10 GiB; 0 = none */
     int connection_limit;         /* LEAKD_CONNECTION_LIMIT, default 256 */
+    uint64_t ingest_memory;       /* LEAKD_INGEST_MEMORY: traces bodies held at once, default 16 MiB (0: no limit) */
     int connection_timeout_s;     /* LEAKD_CONNECTION_TIMEOUT, idle seconds, default 30 */
     uint64_t min_upload_rate;     /* LEAKD_MIN_UPLOAD_RATE, bytes/s after the first 10 s, default 4096 */
     int http_threads;             /* LEAKD_HTTP_THREADS, libmicrohttpd's event threads, default: cores */

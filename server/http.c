@@ -101,6 +101,18 @@ static struct {
     ld_server *srv;
 } keywait = {PTHREAD_MUTEX_INITIALIZER, NULL, 0, {NULL, NULL}, NULL};
 
+/* The memory budget of request bodies held in memory (ld_req_admit): bytes held, and who
+ * waits, oldest first. */
+static struct {
+    pthread_mutex_t mu;
+    uint64_t held, budget; /* budget 0: none */
+    unsigned holders;
+    ld_req *head, *tail;
+    int stopped;           /* no more waiting: new ones go on at once */
+    atomic_ullong waited;  /* requests that waited, for /metrics */
+    atomic_uint waiting;
+} turns = {.mu = PTHREAD_MUTEX_INITIALIZER};
+
 static double mono(void) {
     struct timespec t;
     clock_gettime(CLOCK_MONOTONIC, &t);
@@ -207,6 +219,85 @@ int ld_req_off_loop(ld_req *r, void (*fn)(ld_req *r)) {
     if (r->on_task) return 0;
     r->off_loop = fn;
     return 1;
+}
+
+int ld_req_admit(ld_req *r, uint64_t bytes, void (*then)(ld_req *r)) {
+    r->reading_since = mono();
+    if (r->turn_bytes || !turns.budget || !bytes) return 0;
+    pthread_mutex_lock(&turns.mu);
+    /* First come, first served: nobody overtakes a waiting request, and one always goes on
+     * (a body over the whole budget waits until it is alone). */
+    if (turns.stopped || (!turns.head && (!turns.holders || turns.held + bytes <= turns.budget))) {
+        turns.held += bytes;
+        turns.holders++;
+        r->turn_bytes = bytes;
+        pthread_mutex_unlock(&turns.mu);
+        return 0;
+    }
+    if (ld_req_suspend(r, then) != 0) {
+        pthread_mutex_unlock(&turns.mu);
+        return -1;
+    }
+    r->turn_want = bytes;
+    r->next_waiting = NULL;
+    if (turns.tail) turns.tail->next_waiting = r;
+    else turns.head = r;
+    turns.tail = r;
+    atomic_fetch_add(&turns.waited, 1);
+    atomic_fetch_add(&turns.waiting, 1);
+    pthread_mutex_unlock(&turns.mu);
+    return 1;
+}
+
+/* The request's bytes go back to the budget: the oldest waiting go on while they fit. */
+static void turn_end(ld_req *r) {
+    if (!r->turn_bytes) return;
+    pthread_mutex_lock(&turns.mu);
+    turns.held -= r->turn_bytes;
+    turns.holders--;
+    r->turn_bytes = 0;
+    ld_req *go = NULL, **link = &go;
+    while (turns.head && (!turns.holders || turns.held + turns.head->turn_want <= turns.budget)) {
+        ld_req *w = turns.head;
+        turns.head = w->next_waiting;
+        if (!turns.head) turns.tail = NULL;
+        turns.held += w->turn_want;
+        turns.holders++;
+        w->turn_bytes = w->turn_want;
+        w->next_waiting = NULL;
+        *link = w;
+        link = &w->next_waiting;
+        atomic_fetch_sub(&turns.waiting, 1);
+    }
+    pthread_mutex_unlock(&turns.mu);
+    while (go) {
+        ld_req *w = go;
+        go = w->next_waiting;
+        w->reading_since = mono();
+        ld_req_resume(w);
+    }
+}
+
+/* Stopping: whoever still waits for memory is answered 503 (turn_refused), and nobody waits
+ * any more. */
+static void turns_stop(void) {
+    pthread_mutex_lock(&turns.mu);
+    ld_req *list = turns.head;
+    turns.head = turns.tail = NULL;
+    turns.stopped = 1;
+    pthread_mutex_unlock(&turns.mu);
+    while (list) {
+        ld_req *r = list, *next = r->next_waiting;
+        r->turn_refused = 1;
+        atomic_fetch_sub(&turns.waiting, 1);
+        ld_req_resume(r);
+        list = next;
+    }
+}
+
+void ld_http_turns(unsigned long long *waited, unsigned *waiting) {
+    *waited = atomic_load(&turns.waited);
+    *waiting = atomic_load(&turns.waiting);
 }
 
 /* One key reload for every request that missed before it began; each then checks again. */
@@ -431,7 +522,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         *upload_data_size = 0;
         r->body_bytes += n;
         /* Slow-drip uploads hold a connection: past 10 s, keep up a minimum rate or go. */
-        double elapsed = mono() - r->started;
+        double elapsed = mono() - (r->reading_since > 0 ? r->reading_since : r->started);
         if (elapsed > 10 && s->cfg.min_upload_rate && (double)r->body_bytes / elapsed < (double)s->cfg.min_upload_rate) {
             ld_warn("%s %s: dropping a slow upload (%llu bytes in %.0f s, minimum %llu bytes/s)", method, url,
                     (unsigned long long)r->body_bytes, elapsed, (unsigned long long)s->cfg.min_upload_rate);
@@ -470,6 +561,7 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **req_cls,
                 (unsigned long long)r->body_bytes, who, r->note[0] ? " " : "", r->note);
     if (r->body && r->body->cleanup) r->body->cleanup(r);
     if (r->resp) MHD_destroy_response(r->resp);
+    turn_end(r);
     free(r);
     *req_cls = NULL;
     pthread_mutex_lock(&inflight.mu);
@@ -678,6 +770,10 @@ int ld_http_start(ld_server *s, char *err, size_t cap) {
         return -1;
     }
     inflight.closing = 0;
+    turns.budget = s->cfg.ingest_memory;
+    turns.held = 0;
+    turns.holders = 0;
+    turns.stopped = 0;
     int threads = s->cfg.http_threads < 1 ? 1 : s->cfg.http_threads;
     if (threads > LD_MAX_HTTP_THREADS) {
         ld_warn("LEAKD_HTTP_THREADS=%d: using %d event threads, the most leakd runs", threads, LD_MAX_HTTP_THREADS);
@@ -751,11 +847,14 @@ static void wait_for_zero(int *count, double deadline) {
 
 void ld_http_stop(ld_server *s, double deadline) {
     if (n_api_daemons) {
-        /* No new connections; requests under way may finish until the deadline. */
+        /* No new connections; requests under way may finish until the deadline, but those
+         * still waiting to be read are answered 503 at once, like a connection not accepted. */
         acceptor_stop();
+        turns_stop();
         pthread_mutex_lock(&inflight.mu);
         wait_for_zero(&inflight.active, deadline);
         if (inflight.active) ld_warn("shutdown: %d request(s) still under way; closing them", inflight.active);
+
         /* A suspended connection must be resumed before MHD_stop_daemon; its task or batch
          * ends by itself (each has its own timeouts), and none is suspended anew. */
         inflight.closing = 1;

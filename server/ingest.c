@@ -25,6 +25,10 @@
 #include "server.h"
 
 #define META_MAX (64u << 10)
+/* The largest body a traces report may have: meta, the traces part, and the multipart
+ * framing around them. Bodies up to this size share LEAKD_INGEST_MEMORY (ld_req_admit); a
+ * longer one may carry a heap part only. */
+static uint64_t traces_body_max(const ld_server *s) { return s->cfg.max_traces_bytes + META_MAX + (64u << 10); }
 typedef struct {
     ld_mp *mp;
     int part;                 /* parts begun */
@@ -47,7 +51,7 @@ typedef struct {
     int blob_full;            /* its buffers are full: stop reading until it catches up */
     uint64_t data_bytes;
     char *traces;
-    size_t traces_len;
+    size_t traces_len, traces_cap;
     /* at the end */
     lw_leak_report *rep;      /* a traces report being stored, */
     char *result_json;        /* its trace JSON with the server's signatures */
@@ -159,6 +163,12 @@ static int on_part_begin(void *user, const char *name, const char *ctype) {
         fail(r, 415, "unsupported_media_type", msg);
         return 0;
     }
+    if (strcmp(name, "traces") == 0 && r->content_length > traces_body_max(r->srv)) {
+        snprintf(msg, sizeof msg, "a traces report's body is at most %llu bytes (LEAKD_MAX_TRACES_BYTES + 128 KiB)",
+                 (unsigned long long)traces_body_max(r->srv));
+        fail(r, 413, "too_large", msg);
+        return 0;
+    }
     in->in_data = 1;
     if (strcmp(name, "heap") == 0) {
         char err[1400];
@@ -210,12 +220,18 @@ static int on_part_data(void *user, const void *data, size_t len) {
         fail(r, 413, "too_large", "the traces part is over the server's limit (LEAKD_MAX_TRACES_BYTES)");
         return 0;
     }
-    char *n = realloc(in->traces, in->traces_len + len + 1);
-    if (!n) {
-        fail(r, 503, "unavailable", "out of memory");
-        return 0;
+    if (in->traces_len + len + 1 > in->traces_cap) {
+        /* Sized once from Content-Length (which bounds the part), not regrown chunk by chunk. */
+        size_t cap = in->traces_len + len + 1;
+        if (cap < r->content_length + 1) cap = (size_t)r->content_length + 1;
+        char *n = realloc(in->traces, cap);
+        if (!n) {
+            fail(r, 503, "unavailable", "out of memory");
+            return 0;
+        }
+        in->traces = n;
+        in->traces_cap = cap;
     }
-    in->traces = n;
     memcpy(in->traces + in->traces_len, data, len);
     in->traces_len += len;
     in->data_bytes += len;
@@ -390,7 +406,12 @@ static void store_traces(ld_req *r, ld_report_in *rin) {
     ingest *in = r->state;
     lw_error err = {0};
     lw_json_limits lim = {r->srv->cfg.max_traces_bytes, 1000, 100, 10000, 64 << 10};
-    if (lw_leak_report_from_json(in->traces ? in->traces : "", in->traces_len, &lim, &in->rep, &err) != LW_OK) {
+    lw_status parsed = lw_leak_report_from_json(in->traces ? in->traces : "", in->traces_len, &lim, &in->rep, &err);
+    /* Not needed once parsed (the stored JSON is written from the parsed report): not held
+     * while the report waits for its batch. */
+    free(in->traces);
+    in->traces = NULL;
+    if (parsed != LW_OK) {
         ld_respond_error(r, err.status == LW_ERR_LIMIT ? 413 : 400, "bad_traces", "%s", err.message);
         return;
     }
@@ -472,6 +493,29 @@ static void on_end(ld_req *r) {
 
 static const ld_body_handler ingest_body = {on_chunk, on_end, cleanup};
 
+/* Once the body may be read (ld_req_admit): its handler. */
+static void read_body(ld_req *r) {
+    if (r->turn_refused) {
+        ld_respond_error(r, 503, "unavailable", "the server is shutting down; retry later");
+        ld_respond_retry_after(r, 5);
+        return;
+    }
+    char boundary[80];
+    if (ld_mp_boundary(ld_req_header(r, "Content-Type"), boundary, sizeof boundary) != 0) {
+        ld_respond_error(r, 415, "unsupported_media_type", "the body must be multipart/form-data with a boundary");
+        return;
+    }
+    ingest *in = calloc(1, sizeof *in);
+    if (!in) {
+        ld_respond_error(r, 503, "unavailable", "out of memory");
+        return;
+    }
+    r->state = in;
+    r->body = &ingest_body;
+    in->mp = ld_mp_new(boundary, NULL, &mp_callbacks, r);
+    if (!in->mp) fail(r, 503, "unavailable", "out of memory");
+}
+
 void ld_ingest_begin(ld_req *r) {
     ld_server *s = r->srv;
     if (ld_req_auth(r, ld_ingest_begin) != 0) return;
@@ -514,13 +558,7 @@ void ld_ingest_begin(ld_req *r) {
         ld_respond_retry_after(r, 300);
         return;
     }
-    ingest *in = calloc(1, sizeof *in);
-    if (!in) {
-        ld_respond_error(r, 503, "unavailable", "out of memory");
-        return;
-    }
-    r->state = in;
-    r->body = &ingest_body;
-    in->mp = ld_mp_new(boundary, NULL, &mp_callbacks, r);
-    if (!in->mp) fail(r, 503, "unavailable", "out of memory");
+    /* A body that may be a traces report is held in memory: it takes its share of the budget. */
+    if (ld_req_admit(r, length <= traces_body_max(s) ? length : 0, read_body) == 0) read_body(r);
 }
+

@@ -67,7 +67,11 @@ struct ld_req {
     int suspended;
     int suspended_at_end;           /* in the final call (else right after the headers) */
     int key_checked;                /* waited for a key reload: 1, or 2 if it failed */
-    ld_req *next_waiting;           /* in the list of requests waiting for that reload */
+    ld_req *next_waiting;           /* in the list of requests waiting for that reload, or for memory */
+    uint64_t turn_bytes;            /* its share of the in-memory bodies' budget (ld_req_admit) */
+    uint64_t turn_want;             /* waiting for that much */
+    int turn_refused;               /* waited for its share until the server stopped */
+    double reading_since;           /* monotonic: when its body began to be read (after any wait) */
 };
 
 /* Prepares the response (replacing one prepared before). The JSON body is stolen. */
@@ -98,6 +102,15 @@ int ld_req_off_loop(ld_req *r, void (*fn)(ld_req *r));
 int ld_req_suspend(ld_req *r, void (*then)(ld_req *r));
 void ld_req_resume(ld_req *r);
 
+/* Bodies a handler holds in memory (traces reports) share one budget,
+ * `LEAKD_INGEST_MEMORY`: a request that would take more than is left waits, suspended, first
+ * come first served, its body unread in the kernel's socket buffers (a request is let through
+ * alone whatever its size). 0: go on, `bytes` reserved until the request ends (or nothing to
+ * reserve). 1: it waits; then(r) runs on an event thread once it may go on, with
+ * r->turn_refused set if the server stopped first (answer 503). -1: a 503 is prepared (the
+ * server is stopping). Event threads only. */
+int ld_req_admit(ld_req *r, uint64_t bytes, void (*then)(ld_req *r));
+
 /* Authenticates the request: 0, or -1 with the 401/503 prepared. On an event thread a key not
  * in the cache returns 1: the request is suspended until the next reload of the keys, then
  * again(r) runs (and calls this again). */
@@ -115,6 +128,9 @@ int ld_http_start(ld_server *s, char *err, size_t cap);
 /* Stops accepting, lets requests under way finish until `deadline` (CLOCK_MONOTONIC seconds),
  * then closes every connection. */
 void ld_http_stop(ld_server *s, double deadline);
+
+/* Requests that waited for the memory budget (ld_req_admit) since start, and those waiting now. */
+void ld_http_turns(unsigned long long *waited, unsigned *waiting);
 
 /* Prometheus text of the counters plus database gauges. */
 char *ld_metrics_render(ld_server *s);

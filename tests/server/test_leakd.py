@@ -1217,6 +1217,113 @@ class T05b_ConnectionLimit(ServerCase):
 
 
 # =============================================================================================
+class T05c_IngestMemory(ServerCase):
+    """LEAKD_INGEST_MEMORY: traces bodies held in memory at once. One key could otherwise make
+    leakd hold every body it is sent: 200 connections of 2.9 MB traces reports took it to
+    1.49-1.97 GB at its peak (docs/server.md)."""
+    workers = 1
+    settings = {"ingest_memory": "64K", "max_traces_bytes": "100K", "shutdown_timeout": 3}
+
+    def _doc(self, size):
+        """A valid traces document padded with whitespace to `size` bytes."""
+        doc = json.dumps(INPUTS.traces_json("listener_list")).encode()
+        self.assertLess(len(doc), size)
+        return doc + b" " * (size - len(doc))
+
+    def _start_upload(self, port, app, doc, send, epilogue=b""):
+        """A raw upload of which the first `send` bytes of the body (all: None) are sent."""
+        meta = H.make_meta(app.slug, mode="traces")
+        body, ctype = H.multipart(meta, doc, "traces", "application/json")
+        body += epilogue
+        s = socket.create_connection(("127.0.0.1", port), timeout=10)
+        self.addCleanup(s.close)
+        s.sendall(("POST /v1/reports HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\nContent-Type: %s\r\n"
+                   "Content-Length: %d\r\n\r\n" % (app.ingest, ctype, len(body))).encode() + body[:send])
+        return s, meta, body
+
+    def _answer(self, s, timeout=15):
+        s.settimeout(timeout)
+        data = b""
+        while True:
+            head, sep, rest = data.partition(b"\r\n\r\n")
+            if sep:
+                clen = int(re.search(rb"(?i)content-length: *(\d+)", head).group(1))
+                if len(rest) >= clen:
+                    self.last_head = head.decode()
+                    return int(head.split(b" ", 2)[1]), json.loads(rest[:clen])
+            chunk = s.recv(65536)
+            self.assertTrue(chunk, "connection closed before an answer: %r" % data[:300])
+            data += chunk
+
+    def _metric(self, name, server=None):
+        return (server or self.server).metrics().get(name)
+
+    def test_bodies_over_the_budget_wait_unread_then_are_stored_in_order(self):
+        """A holds 40 KB of the 64 KiB budget (half its body sent). B and C (40 KB each) wait,
+        unanswered; A's rest arrives, A is stored, then B, then C, every one 202 and stored
+        once. A body larger than the whole budget goes on when it is alone."""
+        app = self.new_app()
+        port = self.server.port
+        waited0 = self._metric("leakd_uploads_waited_total")
+        a, meta_a, body_a = self._start_upload(port, app, self._doc(40000), 20000)
+        time.sleep(0.3)
+        b, meta_b, _ = self._start_upload(port, app, self._doc(40000), None)
+        time.sleep(0.1)
+        c, meta_c, _ = self._start_upload(port, app, self._doc(40000), None)
+        H.wait_for(lambda: self._metric("leakd_uploads_waiting") == 2, 5, interval=0.05,
+                   what="B and C to wait (leakd_uploads_waiting 2)")
+        self.assertEqual(select.select([b, c], [], [], 1.0)[0], [], "an upload over the budget was answered")
+        a.sendall(body_a[20000:])
+        for s, meta in ((a, meta_a), (b, meta_b), (c, meta_c)):
+            status, obj = self._answer(s)
+            self.assertEqual((status, obj["id"], obj["status"]), (202, meta["report_id"], "done"), obj)
+        self.assertEqual(self._metric("leakd_uploads_waiting"), 0)
+        self.assertEqual(self._metric("leakd_uploads_waited_total") - waited0, 2)
+        ids = "'%s', '%s', '%s'" % (meta_a["report_id"], meta_b["report_id"], meta_c["report_id"])
+        order = [r[0] for r in rows(self.db, "SELECT id FROM reports WHERE id IN (%s) ORDER BY received_at, id" % ids)]
+        self.assertEqual(order, [meta_a["report_id"], meta_b["report_id"], meta_c["report_id"]])
+        self.assertEqual(one(self.db, "SELECT count(*) FROM occurrences WHERE report_id IN (%s)" % ids), "3")
+        # alone, a body over the whole budget (90 KB of traces) goes on
+        big, meta_big, _ = self._start_upload(port, app, self._doc(90000), None)
+        status, obj = self._answer(big)
+        self.assertEqual((status, obj["id"]), (202, meta_big["report_id"]), obj)
+
+    def test_traces_body_longer_than_a_traces_report_can_be_is_refused(self):
+        """A body longer than LEAKD_MAX_TRACES_BYTES + 128 KiB is not held to the budget, so it
+        may carry a heap part only: 413 as soon as its traces part begins."""
+        app = self.new_app()
+        s, _, _ = self._start_upload(self.server.port, app, self._doc(5000), None, epilogue=b"x" * 300000)
+        status, obj = self._answer(s)
+        self.assertEqual((status, obj["error"]["code"]), (413, "too_large"), obj)
+        self.assertIn("a traces report's body is at most", obj["error"]["message"])
+
+    def test_at_shutdown_an_upload_still_waiting_gets_503(self):
+        """SIGTERM while A is being read and B waits for room: B is answered 503 with
+        Retry-After at once (its body never read), A still finishes and is stored, leakd
+        exits 0."""
+        app = H.create_app(self.db, "app-" + uuid.uuid4().hex[:10])  # before it starts: its keys are cached
+        srv = H.Leakd(self.db, workers=1, **self.settings)
+        self.addCleanup(srv.cleanup)
+        srv.start()
+        a, meta_a, body_a = self._start_upload(srv.port, app, self._doc(40000), 20000)
+        time.sleep(0.3)
+        b, meta_b, _ = self._start_upload(srv.port, app, self._doc(40000), None)
+        H.wait_for(lambda: self._metric("leakd_uploads_waiting", srv) == 1, 5, interval=0.05, what="B to wait")
+        srv.proc.send_signal(signal.SIGTERM)
+        t0 = time.time()
+        status, obj = self._answer(b, timeout=5)
+        self.assertEqual((status, obj["error"]["code"]), (503, "unavailable"), obj)
+        self.assertRegex(self.last_head, r"(?i)\r\nretry-after: *[1-9]")
+        self.assertLess(time.time() - t0, 2)
+        a.sendall(body_a[20000:])
+        status, obj = self._answer(a)
+        self.assertEqual((status, obj["id"]), (202, meta_a["report_id"]), obj)
+        self.assertEqual(srv.proc.wait(timeout=10), 0)
+        self.assertEqual(H.psql(self.db, "SELECT count(*) FROM reports WHERE id IN ('%s', '%s')"
+                                % (meta_a["report_id"], meta_b["report_id"])), [["1"]])
+
+
+# =============================================================================================
 class T06_AnalysisTimeout(ServerCase):
     workers = 1
     settings = {"analysis_timeout": 1}
