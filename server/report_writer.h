@@ -1,6 +1,6 @@
 /* report_writer.h — stores traces reports by group commit. A request hands its validated
  * report to a writer thread and waits (or is called back); a writer lets a batch fill to 20
- * reports or until its oldest has waited 5 ms, takes everything queued (up to a cap) and stores it with
+ * reports while more keep coming (at most 5 ms), takes everything queued (up to a cap) and stores it with
  * one transaction and one commit (ld_reports_insert_traces), so PostgreSQL's per-transaction cost
  * and each group's row update are paid once per batch, not once per report. */
 #ifndef LD_REPORT_WRITER_H
