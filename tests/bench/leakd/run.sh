@@ -192,10 +192,11 @@ load() {
 # ---- sizes of the runs -----------------------------------------------------------------------
 if [[ $SMOKE == 1 ]]; then
     FSYNC_S=0.3 SEQ_MB=16 PGB_T=1 HZ=(--count 200) SIGS=20 WARM=20 RUN_A=(--count 60) RATE_S=1 SPEED_A_S=1
-    HEAP_MB=1 HEAP_N=2 GROW=(1 2 4) GROW_N=2 MIX_S=1
+    HEAP_MB=1 HEAP_N=2 GROW=(1 2 4) GROW_N=2 MIX_S=1 BIG_TRACES=(--conns 20 --count 20)
 else
     FSYNC_S=2 SEQ_MB=256 PGB_T=5 HZ=(--seconds 3) SIGS=1000 WARM=1000 RUN_A=(--seconds "$SECONDS_A") RATE_S=$RATE_SECONDS SPEED_A_S=$SECONDS_A
     HEAP_MB=50 HEAP_N=16 GROW=(10 50 200) GROW_N=0 MIX_S=15 # GROW_N 0: counts below
+    BIG_TRACES=(--conns 200 --count 400)
 fi
 
 # ---- baselines -------------------------------------------------------------------------------
@@ -328,6 +329,11 @@ for mb in "${GROW[@]}"; do
     GROWN[$mb]=$(load heap --server "$SERVER" --key "$KEY" --app bench --mb "$mb" --conns 2 --count "$n" \
         --pss-pid "$LEAKD_PID" --pss-pid "$PG_PID")
 done
+# Traces reports are held in memory until answered: as many at once as LEAKD_INGEST_MEMORY
+# (16 MiB of bodies) lets in, the rest wait unread.
+say "(c) traces reports of ~1 MB, ${BIG_TRACES[1]} connections, ${BIG_TRACES[3]} reports: leakd's PSS"
+TBIG=$(load traces --server "$SERVER" --key "$KEY" --app bench --sigs "$SIGS" --size 1000000 "${BIG_TRACES[@]}" \
+    --pss-pid "$LEAKD_PID" --pss-pid "$PG_PID")
 
 # ---- (d) traces beside heap uploads ----------------------------------------------------------
 # On one disk, every commit's WAL write queues behind what the uploads have queued there.
@@ -425,7 +431,9 @@ for mb in "${GROW[@]}"; do
             "$FIRST MB bodies" "$BASEG" le "$(awk -v b="$BASEG" 'BEGIN { printf "%.1f", b + 16 }')"
     fi
 done
-PEAK=$(max_of pss_sum_max_kb "$T1" "$T16" "$HB" "${GROWN[@]}")
+row "leakd PSS max, traces reports of ~1 MB"   "$(kb2mb "$(val "$TBIG" pss0_max_kb)")" "MB" "10-KB traces runs" \
+    "$(kb2mb "$(max_of pss0_max_kb "$T1" "$T16")")" - ""
+PEAK=$(max_of pss_sum_max_kb "$T1" "$T16" "$HB" "${GROWN[@]}" "$TBIG")
 row "leakd + PostgreSQL PSS, peak"              "$(kb2mb "$PEAK")" "MB" "" "" le 512
 
 echo
@@ -448,7 +456,7 @@ BEGIN { printf "%-46s %12s  %-28s %7s  %-12s %s\n", "figure", "value", "baseline
     printf "%-46s %12s  %-28s %7s  %-12s %s\n", $1, v, b, ratio, t, verdict
 }' "$ROWS"
 echo
-echo "requests: traces $(val "$TA" requests)+$(val "$T1" requests)+$(val "$T16" requests)+$(val "$TR" requests)+$(val "$MA" requests)+$(val "$MIXT" requests), heap $(val "$HB" requests)+$(val "$MH" requests)," \
+echo "requests: traces $(val "$TA" requests)+$(val "$T1" requests)+$(val "$T16" requests)+$(val "$TR" requests)+$(val "$MA" requests)+$(val "$MIXT" requests)+$(val "$TBIG" requests), heap $(val "$HB" requests)+$(val "$MH" requests)," \
      "non-2xx or failed: $([[ $FAILED == 0 ]] && echo none || echo SOME - see above); leakd log: $WARNS warn/error line(s)"
 [[ $FAILED == 0 ]] || exit 1
 exit 0
