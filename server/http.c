@@ -854,7 +854,6 @@ void ld_http_stop(ld_server *s, double deadline) {
         pthread_mutex_lock(&inflight.mu);
         wait_for_zero(&inflight.active, deadline);
         if (inflight.active) ld_warn("shutdown: %d request(s) still under way; closing them", inflight.active);
-
         /* A suspended connection must be resumed before MHD_stop_daemon; its task or batch
          * ends by itself (each has its own timeouts), and none is suspended anew. */
         inflight.closing = 1;

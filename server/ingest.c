@@ -561,4 +561,3 @@ void ld_ingest_begin(ld_req *r) {
     /* A body that may be a traces report is held in memory: it takes its share of the budget. */
     if (ld_req_admit(r, length <= traces_body_max(s) ? length : 0, read_body) == 0) read_body(r);
 }
-
