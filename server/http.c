@@ -198,10 +198,14 @@ static void suspend_end(void) {
     pthread_mutex_unlock(&inflight.mu);
 }
 
+static void respond_stopping(ld_req *r) {
+    ld_respond_error(r, 503, "unavailable", "the server is shutting down; retry later");
+    ld_respond_retry_after(r, 5);
+}
+
 int ld_req_suspend(ld_req *r, void (*then)(ld_req *r)) {
     if (suspend_begin() != 0) {
-        ld_respond_error(r, 503, "unavailable", "the server is shutting down; retry later");
-        ld_respond_retry_after(r, 5);
+        respond_stopping(r);
         return -1;
     }
     r->then = then;
@@ -278,8 +282,8 @@ static void turn_end(ld_req *r) {
     }
 }
 
-/* Stopping: whoever still waits for memory is answered 503 (turn_refused), and nobody waits
- * any more. */
+/* Stopping: whoever still waits for memory is answered 503 once resumed (turn_refused), and
+ * nobody waits any more. */
 static void turns_stop(void) {
     pthread_mutex_lock(&turns.mu);
     ld_req *list = turns.head;
@@ -512,7 +516,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         r->suspended = 0;
         void (*then)(ld_req *) = r->then;
         r->then = NULL;
-        if (then) then(r);
+        if (r->turn_refused) respond_stopping(r); /* it waited for memory until the server stopped */
+        else if (then) then(r);
         /* Resumed in the middle of the body (its file had caught up): on with what came since,
          * or with the final call if the body had all come. */
         if (!r->body_bytes || r->suspended_at_end || r->off_loop || r->suspended) return step_done(r, r->suspended_at_end);

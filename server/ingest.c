@@ -493,18 +493,19 @@ static void on_end(ld_req *r) {
 
 static const ld_body_handler ingest_body = {on_chunk, on_end, cleanup};
 
+/* The multipart boundary from Content-Type: 0, or -1 with the 415 prepared. Judged from the
+ * headers, and again once the body may be read (the boundary is not kept while it waits). */
+static int body_boundary(ld_req *r, char *boundary, size_t cap) {
+    const char *ctype = ld_req_header(r, "Content-Type");
+    if (ctype && ld_mp_boundary(ctype, boundary, cap) == 0) return 0;
+    ld_respond_error(r, 415, "unsupported_media_type", "the body must be multipart/form-data with a boundary");
+    return -1;
+}
+
 /* Once the body may be read (ld_req_admit): its handler. */
 static void read_body(ld_req *r) {
-    if (r->turn_refused) {
-        ld_respond_error(r, 503, "unavailable", "the server is shutting down; retry later");
-        ld_respond_retry_after(r, 5);
-        return;
-    }
     char boundary[80];
-    if (ld_mp_boundary(ld_req_header(r, "Content-Type"), boundary, sizeof boundary) != 0) {
-        ld_respond_error(r, 415, "unsupported_media_type", "the body must be multipart/form-data with a boundary");
-        return;
-    }
+    if (body_boundary(r, boundary, sizeof boundary) != 0) return;
     ingest *in = calloc(1, sizeof *in);
     if (!in) {
         ld_respond_error(r, 503, "unavailable", "out of memory");
@@ -523,12 +524,8 @@ void ld_ingest_begin(ld_req *r) {
         ld_respond_error(r, 403, "forbidden", "a read key cannot upload reports; use the app's ingest key");
         return;
     }
-    const char *ctype = ld_req_header(r, "Content-Type");
     char boundary[80];
-    if (!ctype || ld_mp_boundary(ctype, boundary, sizeof boundary) != 0) {
-        ld_respond_error(r, 415, "unsupported_media_type", "the body must be multipart/form-data with a boundary");
-        return;
-    }
+    if (body_boundary(r, boundary, sizeof boundary) != 0) return;
     const char *clen = ld_req_header(r, "Content-Length");
     if (!clen) {
         ld_respond_error(r, 411, "length_required", "Content-Length is required");

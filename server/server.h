@@ -70,7 +70,7 @@ struct ld_req {
     ld_req *next_waiting;           /* in the list of requests waiting for that reload, or for memory */
     uint64_t turn_bytes;            /* its share of the in-memory bodies' budget (ld_req_admit) */
     uint64_t turn_want;             /* waiting for that much */
-    int turn_refused;               /* waited for its share until the server stopped */
+    int turn_refused;               /* waited for its share until the server stopped: answered 503 */
     double reading_since;           /* monotonic: when its body began to be read (after any wait) */
 };
 
@@ -106,8 +106,8 @@ void ld_req_resume(ld_req *r);
  * `LEAKD_INGEST_MEMORY`: a request that would take more than is left waits, suspended, first
  * come first served, its body unread in the kernel's socket buffers (a request is let through
  * alone whatever its size). 0: go on, `bytes` reserved until the request ends (or nothing to
- * reserve). 1: it waits; then(r) runs on an event thread once it may go on, with
- * r->turn_refused set if the server stopped first (answer 503). -1: a 503 is prepared (the
+ * reserve). 1: it waits; then(r) runs on an event thread once it may go on (if the server
+ * stops first, it is answered 503 instead and then(r) does not run). -1: a 503 is prepared (the
  * server is stopping). Event threads only. */
 int ld_req_admit(ld_req *r, uint64_t bytes, void (*then)(ld_req *r));
 
