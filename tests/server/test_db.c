@@ -388,7 +388,8 @@ static void migrate_to(ld_db *db, const char *dir, const char *name, int version
  * statistics; 0008 keys each device by a hash of its signature and install_id, and keeps when
  * it was first seen; 0009 indexes the failed reports that keep a dump; 0010 paces autovacuum
  * of the insert-mostly tables (and the TOAST table of reports); 0011 gives their columns a
- * statistics target of 10 (0 for the documents, as before). */
+ * statistics target of 10 (0 for the documents, as before); 0012 keeps a compressed result in
+ * its row. */
 static void test_migrations_keep_data(void **state)
 {
     ld_db *db = *state;
@@ -496,6 +497,25 @@ static void test_migrations_keep_data(void **state)
                  "SELECT string_agg(attname || ' ' || attstattarget, ',' ORDER BY attname) FROM pg_attribute"
                  " WHERE attrelid = 'reports'::regclass AND attname IN ('id', 'received_at', 'status', 'result', 'meta')",
                  "id 10,meta 0,received_at 10,result 0,status 10");
+
+    /* 0012: a result that lz4 compresses to ~3 KB stays in its row (a row still over 2 KB
+     * after compression sent it to the TOAST table before): that table gets nothing. */
+    migrate_to(db, dir, "0012_inline_results.sql", 12);
+    assert_query(db, "SELECT array_to_string(reloptions, ',') FROM pg_class WHERE relname = 'reports'",
+                 "autovacuum_vacuum_cost_delay=10,toast_tuple_target=4096");
+    assert_int_equal(ld_db_exec(db, NULL,
+                                "INSERT INTO reports (id, app_id, mode, status, meta, result)"
+                                " SELECT gen_random_uuid(), (SELECT min(id) FROM apps), 'traces', 'done', '{}',"
+                                "  (SELECT string_agg('{\"class\":\"com.example.Activity' || i || '\",\"key\":\"'"
+                                "    || left(md5(i::text), 4) || '\"}', ',') FROM generate_series(1, 300) i)",
+                                0, NULL),
+                     LD_OK);
+    assert_query(db,
+                 "SELECT (SELECT count(*) FROM pg_class t WHERE t.oid = c.reltoastrelid"
+                 "   AND pg_relation_size(t.oid) = 0) || ' ' || (SELECT octet_length(result) > 9000 AND"
+                 "   pg_column_size(result) BETWEEN 2048 AND 4096 FROM reports ORDER BY received_at DESC LIMIT 1)"
+                 " FROM pg_class c WHERE c.relname = 'reports'",
+                 "1 true");
     remove_dir(dir);
     free(dir);
 }
