@@ -46,6 +46,12 @@ void *lw__calloc(size_t count, size_t size) { return alloc_allowed() ? calloc(co
 void *lw__realloc(void *p, size_t n) { return alloc_allowed() ? realloc(p, n ? n : 1) : NULL; }
 void lw__free(void *p) { free(p); }
 
+void lw__free_unpooled(void *p, const char *pool, size_t pool_len) {
+    uintptr_t a = (uintptr_t)p, lo = (uintptr_t)pool;
+    if (pool && a >= lo && a - lo < pool_len) return;
+    free(p);
+}
+
 char *lw__strndup(const char *s, size_t n) {
     char *d = lw__malloc(n + 1);
     if (!d) return NULL;

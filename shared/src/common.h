@@ -20,6 +20,9 @@ void *lw__realloc(void *p, size_t n);
 char *lw__strdup(const char *s);
 char *lw__strndup(const char *s, size_t n);
 void lw__free(void *p);
+/* Frees p unless it lies in pool[0..pool_len): the strings of a report read from JSON share one
+ * block (lw_leak_report.lw__pool). */
+void lw__free_unpooled(void *p, const char *pool, size_t pool_len);
 /* Test hook: the next `n` allocations succeed, then every one fails; -1 disables. Not
  * thread-safe; for unit tests only. */
 void lw__alloc_fail_after(long n);

@@ -5,12 +5,13 @@
 #include "common.h"
 #include "java_names.h"
 
-static void set_reason(lw_trace_element *e, lw_leaking status, const char *fmt, const char *a, const char *b) {
+static void set_reason(const lw_trace *t, lw_trace_element *e, lw_leaking status, const char *fmt, const char *a,
+                       const char *b) {
     char buf[2048];
     snprintf(buf, sizeof buf, fmt, a, b ? b : "");
     char *r = lw__strdup(buf);
     if (!r) return; /* keep the old reason rather than lose the element */
-    lw__free(e->reason);
+    lw__free_unpooled(e->reason, t->lw__pool, t->lw__pool_len);
     e->reason = r;
     e->leaking = status;
 }
@@ -24,11 +25,11 @@ void lw_trace_propagate(lw_trace *t) {
     lw_trace_element *el = t->elements;
     if (!el[last].reason) el[last].reason = lw__strdup("");
     if (el[last].leaking == LW_LEAKING_UNKNOWN) {
-        set_reason(&el[last], LW_LEAKING_YES, "This is the leaking object%s%s", "", NULL);
+        set_reason(t, &el[last], LW_LEAKING_YES, "This is the leaking object%s%s", "", NULL);
     } else if (el[last].leaking == LW_LEAKING_NO) {
         char own[1024];
         snprintf(own, sizeof own, "%s", el[last].reason ? el[last].reason : "");
-        set_reason(&el[last], LW_LEAKING_YES, "This is the leaking object. Conflicts with %s%s", own, NULL);
+        set_reason(t, &el[last], LW_LEAKING_YES, "This is the leaking object. Conflicts with %s%s", own, NULL);
     }
     lw_leaking *orig = lw__malloc(n * sizeof *orig);
     if (!orig) return;
@@ -49,11 +50,11 @@ void lw_trace_propagate(lw_trace *t) {
             char own[1024];
             snprintf(own, sizeof own, "%s", el[i].reason ? el[i].reason : "");
             if (orig[i] == LW_LEAKING_UNKNOWN)
-                set_reason(&el[i], LW_LEAKING_NO, "%s\xE2\x86\x93 is not leaking%s", simple(&el[next]), NULL);
+                set_reason(t, &el[i], LW_LEAKING_NO, "%s\xE2\x86\x93 is not leaking%s", simple(&el[next]), NULL);
             else if (orig[i] == LW_LEAKING_NO)
-                set_reason(&el[i], LW_LEAKING_NO, "%s\xE2\x86\x93 is not leaking and %s", simple(&el[next]), own);
+                set_reason(t, &el[i], LW_LEAKING_NO, "%s\xE2\x86\x93 is not leaking and %s", simple(&el[next]), own);
             else
-                set_reason(&el[i], LW_LEAKING_NO, "%s\xE2\x86\x93 is not leaking. Conflicts with %s", simple(&el[next]), own);
+                set_reason(t, &el[i], LW_LEAKING_NO, "%s\xE2\x86\x93 is not leaking. Conflicts with %s", simple(&el[next]), own);
         }
     }
     if (first_leak + 1 < last) {
@@ -63,9 +64,9 @@ void lw_trace_propagate(lw_trace *t) {
             char own[1024];
             snprintf(own, sizeof own, "%s", el[i].reason ? el[i].reason : "");
             if (orig[i] == LW_LEAKING_YES)
-                set_reason(&el[i], LW_LEAKING_YES, "%s\xE2\x86\x91 is leaking and %s", simple(&el[prev]), own);
+                set_reason(t, &el[i], LW_LEAKING_YES, "%s\xE2\x86\x91 is leaking and %s", simple(&el[prev]), own);
             else
-                set_reason(&el[i], LW_LEAKING_YES, "%s\xE2\x86\x91 is leaking%s", simple(&el[prev]), NULL);
+                set_reason(t, &el[i], LW_LEAKING_YES, "%s\xE2\x86\x91 is leaking%s", simple(&el[prev]), NULL);
         }
     }
     lw__free(orig);

@@ -33,18 +33,20 @@ const char *lw__gc_root_name(uint8_t tag) {
 
 void lw__trace_clear(lw_trace *t) {
     if (!t) return;
+    const char *pool = t->lw__pool;
+    size_t len = t->lw__pool_len;
     for (size_t i = 0; i < t->element_count; i++) {
         lw_trace_element *e = &t->elements[i];
-        lw__free(e->class_name);
-        lw__free(e->reason);
-        for (size_t j = 0; j < e->label_count; j++) lw__free(e->labels[j]);
+        lw__free_unpooled(e->class_name, pool, len);
+        lw__free_unpooled(e->reason, pool, len);
+        for (size_t j = 0; j < e->label_count; j++) lw__free_unpooled(e->labels[j], pool, len);
         lw__free(e->labels);
-        lw__free(e->ref_name);
-        lw__free(e->key);
-        lw__free(e->description);
+        lw__free_unpooled(e->ref_name, pool, len);
+        lw__free_unpooled(e->key, pool, len);
+        lw__free_unpooled(e->description, pool, len);
     }
     lw__free(t->elements);
-    lw__free(t->gc_root);
+    lw__free_unpooled(t->gc_root, pool, len);
     memset(t, 0, sizeof *t);
 }
 
@@ -294,17 +296,20 @@ lw_status lw__build_traces(const lw_heap *heap, const lw__paths *paths, const lw
 
 void lw_leak_report_free(lw_leak_report *r) {
     if (!r) return;
+    const char *pool = r->lw__pool;
+    size_t len = r->lw__pool_len;
     for (size_t i = 0; i < r->leak_count; i++) {
         lw_leak *l = &r->leaks[i];
         for (size_t j = 0; j < l->trace_count; j++) lw__trace_clear(&l->traces[j]);
         lw__free(l->traces);
-        lw__free(l->short_description);
-        lw__free(l->library_pattern);
-        lw__free(l->library_description);
+        lw__free_unpooled(l->short_description, pool, len);
+        lw__free_unpooled(l->library_pattern, pool, len);
+        lw__free_unpooled(l->library_description, pool, len);
     }
     lw__free(r->leaks);
-    lw__free(r->analyzer_name);
-    lw__free(r->analyzer_version);
-    lw__free(r->hprof_version);
+    lw__free_unpooled(r->analyzer_name, pool, len);
+    lw__free_unpooled(r->analyzer_version, pool, len);
+    lw__free_unpooled(r->hprof_version, pool, len);
+    lw__free(r->lw__pool);
     lw__free(r);
 }

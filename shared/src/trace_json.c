@@ -166,6 +166,8 @@ typedef struct {
     lw_json_limits lim;
     lw_error *err;
     const lw__jr *jr;
+    char *pool;      /* jr's strings, now the report's (lw_leak_report.lw__pool): the decoded */
+    size_t pool_len; /* strings stay where the reader put them, one allocation a report */
 } dec;
 
 #define V(i) (&d->jr->v[i])
@@ -197,8 +199,8 @@ static lw_status get_string(dec *d, long obj, const char *key, int required, cha
     *out = NULL;
     lw_status st = find_string(d, obj, key, required, &v, where);
     if (st != LW_OK || v < 0) return st;
-    *out = lw__strndup(V(v)->str, V(v)->str_len);
-    return *out ? LW_OK : lw__fail(d->err, LW_ERR_NOMEM, "out of memory");
+    *out = d->pool + (V(v)->str - d->pool);
+    return LW_OK;
 }
 
 static lw_status get_int(dec *d, long obj, const char *key, int64_t *out, int64_t dflt, int64_t min, const char *where) {
@@ -248,7 +250,7 @@ static lw_status decode_element(dec *d, long jo, lw_trace_element *e, int last, 
     if (k < 0) return bad(d, "%s: leaking must be YES, NO or UNKNOWN", where);
     e->leaking = (lw_leaking)k;
     if ((st = get_string(d, jo, "reason", 0, &e->reason, where)) != LW_OK) return st;
-    if (!e->reason && !(e->reason = lw__strdup(""))) return lw__fail(d->err, LW_ERR_NOMEM, "out of memory");
+    if (!e->reason) e->reason = d->pool + d->pool_len - 1; /* the pool's last byte: "" */
     long labels = lw__jr_get(d->jr, jo, "labels");
     if (!is_null(d, labels)) {
         if (!is_type(d, labels, LW__JR_ARRAY) || V(labels)->count > 64) return bad(d, "%s: labels must be an array of at most 64 strings", where);
@@ -256,8 +258,7 @@ static lw_status decode_element(dec *d, long jo, lw_trace_element *e, int last, 
         if (!e->labels) return lw__fail(d->err, LW_ERR_NOMEM, "out of memory");
         for (uint32_t l = (uint32_t)labels + 1; l < V(labels)->end; l = V(l)->end) {
             if (V(l)->type != LW__JR_STRING || V(l)->str_len > d->lim.max_string) return bad(d, "%s: a label must be a short string", where);
-            e->labels[e->label_count] = lw__strndup(V(l)->str, V(l)->str_len);
-            if (!e->labels[e->label_count++]) return lw__fail(d->err, LW_ERR_NOMEM, "out of memory");
+            e->labels[e->label_count++] = d->pool + (V(l)->str - d->pool);
         }
     }
     long ref = lw__jr_get(d->jr, jo, "reference");
@@ -379,6 +380,8 @@ static lw_status decode(dec *d, long root, lw_leak_report *r) {
         long to = traces + 1;
         for (size_t j = 0; j < nt; j++, to = V(to)->end) {
             lw_trace *t = &l->traces[l->trace_count++];
+            t->lw__pool = d->pool;
+            t->lw__pool_len = d->pool_len;
             wl = wl_leak;
             path_add(where, sizeof where, &wl, ".traces", j);
             wl_trace = wl;
@@ -430,7 +433,18 @@ lw_status lw_leak_report_from_json(const char *text, size_t len, const lw_json_l
     }
     d.jr = &jr;
     lw_leak_report *r = lw__calloc(1, sizeof *r);
-    lw_status st = r ? decode(&d, 0, r) : lw__fail(err, LW_ERR_NOMEM, "out of memory");
+    lw_status st = LW_OK;
+    if (r) {
+        /* The decoded strings take at most len bytes (each loses its quotes and gains a NUL):
+         * the block's last byte is free to be every missing reason's "". */
+        jr.strings[len] = '\0';
+        r->lw__pool = d.pool = jr.strings;
+        r->lw__pool_len = d.pool_len = len + 1;
+        jr.strings = NULL;
+        st = decode(&d, 0, r);
+    } else {
+        st = lw__fail(err, LW_ERR_NOMEM, "out of memory");
+    }
     lw__jr_free(&jr);
     if (st != LW_OK) {
         lw_leak_report_free(r);
