@@ -549,8 +549,13 @@ void ld_ingest_begin(ld_req *r) {
         ld_respond_retry_after(r, wait);
         return;
     }
+    /* A body too large to be a traces report is a dump, written to the data dir: refused at once
+     * when it would not fit. A smaller one is held in memory and stored in PostgreSQL (a traces
+     * report), or is a small dump whose write answers the same 503 if the disk fills: the check,
+     * a system call, was one of ten that a traces report cost leakd. */
     struct statvfs vfs;
-    if (statvfs(s->cfg.data_dir, &vfs) == 0 && (uint64_t)vfs.f_bavail * vfs.f_frsize < length + (64ull << 20)) {
+    if (length > traces_body_max(s) && statvfs(s->cfg.data_dir, &vfs) == 0 &&
+        (uint64_t)vfs.f_bavail * vfs.f_frsize < length + (64ull << 20)) {
         ld_respond_error(r, 503, "unavailable", "the server's disk is full; retry later");
         ld_respond_retry_after(r, 300);
         return;

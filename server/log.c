@@ -22,6 +22,9 @@
 static char log_role[16] = "leakd";
 static ld_log_level log_min = LD_INFO;
 static int log_json;
+/* This process's id, for every line: getpid() is a system call each time (glibc stopped caching
+ * it), one of ten a traces report cost leakd. Set by ld_log_init and again in a forked child. */
+static pid_t log_pid;
 
 /* How long the writer lets lines gather before it writes them: ~50 lines a write at 5,000
  * requests a second, instead of a write per line. A warning or error is written at once. */
@@ -163,7 +166,13 @@ void ld_log_writer_stop(void) {
     pthread_join(logq.thread, NULL);
 }
 
+static void pid_after_fork(void) { log_pid = getpid(); }
+static void register_pid_atfork(void) { pthread_atfork(NULL, NULL, pid_after_fork); }
+
 void ld_log_init(const char *role, const char *level, const char *format) {
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    pthread_once(&once, register_pid_atfork);
+    log_pid = getpid();
     snprintf(log_role, sizeof log_role, "%s", role);
     log_json = format && strcmp(format, "json") == 0;
     if (level) {
@@ -191,13 +200,14 @@ void ld_log(ld_log_level level, const char *fmt, ...) {
     snprintf(ts, sizeof ts, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour,
              tm.tm_min, tm.tm_sec, (int)(tv.tv_usec / 1000));
     size_t len;
+    int pid = log_pid ? (int)log_pid : (int)getpid();
     if (!log_json) {
-        int n = snprintf(line, sizeof line - 1, "%s leakd %s[%d] %s: %s", ts, log_role, (int)getpid(), names[level], msg);
+        int n = snprintf(line, sizeof line - 1, "%s leakd %s[%d] %s: %s", ts, log_role, pid, names[level], msg);
         len = n < 0 ? 0 : (size_t)n >= sizeof line - 1 ? sizeof line - 2 : (size_t)n;
     } else {
         /* One JSON object a line; the message is escaped. */
         int n = snprintf(line, sizeof line, "{\"time\":\"%s\",\"level\":\"%s\",\"process\":\"%s\",\"pid\":%d,\"msg\":\"", ts,
-                         names[level], log_role, (int)getpid());
+                         names[level], log_role, pid);
         len = n < 0 ? 0 : (size_t)n;
         for (const unsigned char *p = (const unsigned char *)msg; *p && len + 8 < sizeof line - 3; p++) {
             if (*p == '"' || *p == '\\') line[len++] = '\\', line[len++] = (char)*p;
