@@ -127,6 +127,35 @@ static void test_decode_then_encode_round_trips(void **state) {
     lw_leak_report_free(r);
 }
 
+/* A decoded report's strings live in one block: status propagation replaces pooled reasons
+ * (none freed), a caller assigns its own strings (freed with the report), a reason the
+ * document left out reads "", and nothing leaks or is freed twice (ASan in CI). */
+static void test_decoded_strings_share_one_block(void **state) {
+    (void)state;
+    lw_leak_report *r = NULL;
+    assert_int_equal(decode(base_doc, NULL, &r, NULL), LW_OK);
+    assert_non_null(r->lw__pool);
+    lw_trace *t = &r->leaks[0].traces[0];
+    assert_ptr_equal(t->lw__pool, r->lw__pool);
+    const char *cls = t->elements[0].class_name;
+    assert_true(cls >= r->lw__pool && cls < r->lw__pool + r->lw__pool_len);
+    t->elements[1].leaking = LW_LEAKING_NO;
+    t->elements[2].leaking = LW_LEAKING_NO;
+    lw_trace_propagate(t);
+    assert_string_equal(t->elements[0].reason, "Object[]\xE2\x86\x93 is not leaking and a class is never leaking");
+    assert_string_equal(t->elements[2].reason, "This is the leaking object. Conflicts with ObjectWatcher was watching this");
+    r->leaks[1].short_description = strdup("replaced by the caller");
+    t->elements[0].class_name = strdup("com.example.Replaced");
+    lw_leak_report_free(r);
+
+    static const char no_reason[] =
+        "{\"format\":1,\"leaks\":[{\"kind\":\"application\",\"count\":1,\"traces\":[{\"gc_root\":\"JNI_GLOBAL\","
+        "\"elements\":[{\"class\":\"A\",\"object_kind\":\"instance\",\"leaking\":\"YES\"}]}]}]}";
+    assert_int_equal(decode(no_reason, NULL, &r, NULL), LW_OK);
+    assert_string_equal(r->leaks[0].traces[0].elements[0].reason, "");
+    lw_leak_report_free(r);
+}
+
 /* base_doc is written as the encoder writes (member order, literal keys and words): a change
  * of the encoder's output, however small, shows here. */
 static void test_compact_encoding_is_byte_exact(void **state) {
@@ -556,6 +585,7 @@ static void test_decoder_enforces_every_limit(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_decode_then_encode_round_trips),
+        cmocka_unit_test(test_decoded_strings_share_one_block),
         cmocka_unit_test(test_compact_encoding_is_byte_exact),
         cmocka_unit_test(test_writer_integers_and_literals),
         cmocka_unit_test(test_analysis_report_round_trips),
