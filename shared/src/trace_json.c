@@ -167,7 +167,7 @@ typedef struct {
     lw_error *err;
     const lw__jr *jr;
     char *pool;      /* jr's strings, now the report's (lw_leak_report.lw__pool): the decoded */
-    size_t pool_len; /* strings stay where the reader put them, one allocation a report */
+    size_t pool_len; /* strings stay where the reader put them, one block for all of them */
 } dec;
 
 #define V(i) (&d->jr->v[i])
