@@ -15,6 +15,8 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
+#include <fcntl.h>
+#include <sys/stat.h>
 #include <sys/time.h>
 #include <time.h>
 #include <unistd.h>
@@ -32,12 +34,20 @@ static pid_t log_pid;
 /* Room for ~1 s of the request log at 5,000 requests a second; a thread that finds it full
  * waits for the writer (lines are never dropped). */
 #define BUF_BYTES (1u << 20)
+/* A log that is a file: the writer starts the write-back of what it wrote every this many bytes.
+ * Left to the kernel, a file appended to without pause is written back whole once its oldest
+ * dirty page is 30 s old (vm.dirty_expire_centisecs): at 5,000 requests a second, ~30 MB at once,
+ * and every commit's fdatasync meanwhile waited behind it (a second with a p99 of 56 ms in the
+ * load benchmark, against 12-30 ms in the others). */
+#define WRITEBACK_BYTES (1u << 20)
 
 static struct {
     pthread_mutex_t mu;
     pthread_cond_t work, room; /* lines to write; room freed */
     pthread_t thread;
     int running, stopping, urgent;
+    int regular;       /* stderr is a regular file (set by the writer when it starts) */
+    size_t unflushed;  /* bytes the writer wrote since it last started their write-back */
     size_t len;
     char *buf;   /* lines queued: len bytes */
     char *spare; /* the other half of mem, which the writer writes from outside the lock */
@@ -63,8 +73,25 @@ static void write_lines(const char *buf, size_t len) {
     }
 }
 
+/* After the writer wrote n bytes: starts the write-back of the file's dirty pages every
+ * WRITEBACK_BYTES, without waiting for it (a pipe or terminal has none). */
+static void start_writeback(size_t n) {
+#ifdef SYNC_FILE_RANGE_WRITE
+    if (!logq.regular) return;
+    logq.unflushed += n;
+    if (logq.unflushed < WRITEBACK_BYTES) return;
+    logq.unflushed = 0;
+    if (sync_file_range(STDERR_FILENO, 0, 0, SYNC_FILE_RANGE_WRITE) != 0) logq.regular = 0; /* not supported here */
+#else
+    (void)n;
+#endif
+}
+
 static void *writer_main(void *arg) {
     (void)arg;
+    struct stat st;
+    logq.regular = fstat(STDERR_FILENO, &st) == 0 && S_ISREG(st.st_mode);
+    logq.unflushed = 0;
     pthread_mutex_lock(&logq.mu);
     for (;;) {
         while (logq.len == 0 && !logq.stopping) pthread_cond_wait(&logq.work, &logq.mu);
@@ -89,6 +116,7 @@ static void *writer_main(void *arg) {
         pthread_cond_broadcast(&logq.room);
         pthread_mutex_unlock(&logq.mu);
         write_lines(out, n);
+        start_writeback(n);
         pthread_mutex_lock(&logq.mu);
     }
     logq.running = 0; /* under the lock: a line logged from here on is written by its thread */

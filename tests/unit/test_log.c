@@ -1,11 +1,13 @@
 /* test_log.c — leakd's log lines (server/log.c) with and without the writer thread: every line
  * is written whole, once, in each thread's order, in writes of whole lines no larger than
  * PIPE_BUF; a lone line is written without waiting for more; stopping the writer writes what
- * was queued; a child forked from a process with a writer writes its own lines.
+ * was queued; a child forked from a process with a writer writes its own lines; a log that is
+ * a file does not keep megabytes dirty in the page cache.
  *
  * stderr is a SOCK_SEQPACKET socket here: each write(2) arrives as one message, so the tests
  * see the writes themselves, not only the bytes. */
 #define _GNU_SOURCE
+#include <errno.h>
 #include <limits.h>
 #include <poll.h>
 #include <pthread.h>
@@ -17,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -217,12 +220,62 @@ static void test_forked_child_writes_its_own_lines(void **state) {
     assert_int_equal(count("the parent's line"), 1);
 }
 
+/* cachestat(2) (Linux 6.5; Debian 12's headers predate it): how many of a file's pages in the
+ * page cache are dirty. */
+#ifndef __NR_cachestat
+#define __NR_cachestat 451
+#endif
+struct cachestat_range_ {
+    uint64_t off, len;
+};
+struct cachestat_ {
+    uint64_t nr_cache, nr_dirty, nr_writeback, nr_evicted, nr_recently_evicted;
+};
+
+/* The writer starts the write-back of a log file as it goes (log.c, WRITEBACK_BYTES): of 3 MiB
+ * logged, no more than half is still dirty when the writer stops. Without it the kernel keeps
+ * all of it dirty for 30 s, then writes it at once while the database's commits wait. */
+static void test_file_log_is_written_back_as_it_goes(void **state) {
+    (void)state;
+    char path[] = "test_log_writeback.XXXXXX"; /* in the build tree: a disk, not tmpfs */
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    unlink(path);
+    int saved = dup(STDERR_FILENO);
+    dup2(fd, STDERR_FILENO);
+    ld_log_init("test", "info", "text");
+    assert_int_equal(ld_log_writer_start(), 0);
+    static const char pad[] = "................................................................"
+                              "................................................................"
+                              "................................................................";
+    for (int n = 0; n < 16000; n++) ld_info("line %05d %s", n, pad); /* ~3.4 MB */
+    ld_log_writer_stop();
+    dup2(saved, STDERR_FILENO);
+    close(saved);
+
+    off_t size = lseek(fd, 0, SEEK_END);
+    assert_true(size > 3 * (1 << 20));
+    struct cachestat_range_ range = {0, (uint64_t)size};
+    struct cachestat_ cs;
+    if (syscall(__NR_cachestat, fd, &range, &cs, 0) != 0) {
+        print_message("cachestat(2) unavailable here (%s): the write-back is not checked\n", strerror(errno));
+        close(fd);
+        return;
+    }
+    uint64_t pages = ((uint64_t)size + 4095) / 4096;
+    print_message("log file: %llu pages, %llu dirty, %llu under write-back\n", (unsigned long long)pages,
+                  (unsigned long long)cs.nr_dirty, (unsigned long long)cs.nr_writeback);
+    assert_true(cs.nr_dirty * 2 <= pages);
+    close(fd);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_writer_keeps_lines_whole_and_in_order, setup, teardown),
         cmocka_unit_test_setup_teardown(test_lone_lines_are_written, setup, teardown),
         cmocka_unit_test_setup_teardown(test_without_writer_lines_are_written_at_once, setup, teardown),
         cmocka_unit_test_setup_teardown(test_forked_child_writes_its_own_lines, setup, teardown),
+        cmocka_unit_test(test_file_log_is_written_back_as_it_goes),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
