@@ -426,7 +426,8 @@ static void store_traces(ld_req *r, ld_report_in *rin) {
         ld_respond_error(r, 503, "unavailable", "out of memory");
         return;
     }
-    in->item = (ld_traces_item){.in = *rin, .rep = in->rep, .result_json = in->result_json};
+    in->item = (ld_traces_item){.in = *rin, .rep = in->rep, .result_json = in->result_json,
+                                .result_len = strlen(in->result_json)};
     if (r->on_task) {
         ld_writer_timing t = {0};
         in->store_st = ld_report_writer_store(r->srv->writer, &in->item, &t);

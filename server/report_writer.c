@@ -272,7 +272,8 @@ nomem:
 /* Queues j (locked); LD_ERR_UNAVAILABLE when stopping. */
 static ld_status enqueue(ld_report_writer *w, job *j) {
     if (w->stopping) return LD_ERR_UNAVAILABLE;
-    j->bytes = strlen(j->item->result_json) + (j->item->in.meta_json ? strlen(j->item->in.meta_json) : 0);
+    if (!j->item->result_len) j->item->result_len = strlen(j->item->result_json);
+    j->bytes = j->item->result_len + (j->item->in.meta_json ? strlen(j->item->in.meta_json) : 0);
     clock_gettime(CLOCK_MONOTONIC, &j->queued_at);
     w->last_queued = j->queued_at;
     if (w->tail) w->tail->next = j;

@@ -141,18 +141,20 @@ static void arr_begin(bin_array *a, uint32_t oid) {
     buf_be32(&a->b, 1);   /* lower bound */
 }
 
-static void arr_text(bin_array *a, const char *s) {
+/* An element of n bytes at s (NULL: a NULL element). */
+static void arr_text_n(bin_array *a, const char *s, size_t n) {
     a->count++;
     if (!s) {
         a->has_null = 1;
         buf_be32(&a->b, UINT32_MAX); /* -1: NULL */
         return;
     }
-    size_t n = strlen(s);
     if (n > INT32_MAX) a->b.failed = 1;
     buf_be32(&a->b, (uint32_t)n);
     buf_add(&a->b, s, n);
 }
+
+static void arr_text(bin_array *a, const char *s) { arr_text_n(a, s, s ? strlen(s) : 0); }
 
 static void arr_int8(bin_array *a, int64_t v) {
     a->count++;
@@ -233,7 +235,7 @@ static ld_status batch_build(const ld_traces_item *items, size_t n, batch_params
         arr_int8(&bp->a[P_BUILD], it->in.build);
         arr_text(&bp->a[P_INSTALL], it->in.install_id ? it->in.install_id : "");
         arr_text(&bp->a[P_META], it->in.meta_json);
-        arr_text(&bp->a[P_RESULT], it->result_json);
+        arr_text_n(&bp->a[P_RESULT], it->result_json, it->result_len ? it->result_len : strlen(it->result_json));
         arr_int4(&bp->a[P_NLEAKS], rep->leak_count > INT32_MAX ? INT32_MAX : (int32_t)rep->leak_count);
         arr_int4(&bp->a[P_VRANK], (int32_t)rank);
         for (size_t j = 0; j < rep->leak_count; j++) {

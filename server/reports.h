@@ -37,6 +37,8 @@ typedef struct ld_traces_item {
     ld_report_in in;          /* mode "traces", no blob */
     const lw_leak_report *rep; /* the report, after ld_trace_validate (its leaks' signatures, ...) */
     const char *result_json;  /* the same, as trace JSON */
+    size_t result_len;        /* strlen(result_json), or 0: counted where needed (the writer
+                               * and the batch each counted the ~10 KB document again) */
     /* Set when ld_reports_insert_traces returns LD_OK: */
     ld_status st;             /* LD_OK (stored now, or before by the same app), LD_ERR_CONFLICT (the
                                * id is another app's), LD_ERR_UNAVAILABLE (stored before, and deleted
