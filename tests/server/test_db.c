@@ -381,6 +381,19 @@ static void migrate_to(ld_db *db, const char *dir, const char *name, int version
     assert_int_equal(got, version);
 }
 
+/* leak_groups takes 40 lower-case hex digits as a signature and nothing else (a group with
+ * the signature of 40 'b' must exist). */
+static void assert_signature_rule(ld_db *db)
+{
+    static const char *const bad[] = {"repeat('A', 40)", "repeat('a', 39)", "repeat('a', 41)", "repeat('g', 40)",
+                                      "repeat('a', 39) || ' '", "repeat('a', 38) || 'é'"};
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        char sql[256];
+        snprintf(sql, sizeof sql, "UPDATE leak_groups SET signature = %s WHERE signature = repeat('b', 40)", bad[i]);
+        assert_int_not_equal(ld_db_exec_script(db, sql), LD_OK);
+    }
+}
+
 /* 0004 re-keys a group's devices by (app, signature): the devices a server counted before it
  * are still there after it, and still not new. 0005 stores the documents as json: the same
  * documents, still compressed with lz4 and without statistics; 0006 as text, and checks
@@ -389,7 +402,7 @@ static void migrate_to(ld_db *db, const char *dir, const char *name, int version
  * it was first seen; 0009 indexes the failed reports that keep a dump; 0010 paces autovacuum
  * of the insert-mostly tables (and the TOAST table of reports); 0011 gives their columns a
  * statistics target of 10 (0 for the documents, as before); 0012 keeps a compressed result in
- * its row. */
+ * its row; 0013 moves a group's representative out of its row. */
 static void test_migrations_keep_data(void **state)
 {
     ld_db *db = *state;
@@ -454,13 +467,7 @@ static void test_migrations_keep_data(void **state)
     assert_int_equal(ld_db_exec_script(db, "UPDATE leak_groups SET signature = left(repeat('0123456789abcdef', 3), 40)"
                                            " WHERE signature = repeat('a', 40)"),
                      LD_OK);
-    static const char *const bad[] = {"repeat('A', 40)", "repeat('a', 39)", "repeat('a', 41)", "repeat('g', 40)",
-                                      "repeat('a', 39) || ' '", "repeat('a', 38) || 'é'"};
-    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
-        char sql[256];
-        snprintf(sql, sizeof sql, "UPDATE leak_groups SET signature = %s WHERE signature = repeat('b', 40)", bad[i]);
-        assert_int_not_equal(ld_db_exec_script(db, sql), LD_OK);
-    }
+    assert_signature_rule(db);
 
     migrate_to(db, dir, "0008_device_keys.sql", 8);
     assert_query(db,
@@ -516,6 +523,28 @@ static void test_migrations_keep_data(void **state)
                  "   pg_column_size(result) BETWEEN 2048 AND 4096 FROM reports ORDER BY received_at DESC LIMIT 1)"
                  " FROM pg_class c WHERE c.relname = 'reports'",
                  "1 true");
+    /* 0013: a new group's representative trace goes to the TOAST table (the groups before it
+     * have tiny ones, inline: that table was empty), and reads back whole; same signature rule. */
+    migrate_to(db, dir, "0013_small_group_rows.sql", 13);
+    assert_query(db, "SELECT array_to_string(reloptions, ',') FROM pg_class WHERE relname = 'leak_groups'",
+                 "fillfactor=70,toast_tuple_target=256");
+    assert_query(db, "SELECT pg_relation_size(reltoastrelid) FROM pg_class WHERE relname = 'leak_groups'", "0");
+    assert_int_equal(ld_db_exec_script(db,
+                                       "INSERT INTO leak_groups (app_id, signature, kind, short_description, leaking_class,"
+                                       "  devices, first_seen, last_seen, first_version, last_version, first_build,"
+                                       "  last_build, representative)"
+                                       " SELECT (SELECT min(id) FROM apps), repeat('c', 40), 'application', 'd', 'C', 1,"
+                                       "  now(), now(), '1', '1', 1, 1, (SELECT json_build_object('elements', json_agg("
+                                       "   json_build_object('class', 'com.example.Activity' || i, 'key', left(md5(i::text), 4))))"
+                                       "   FROM generate_series(1, 300) i);"
+                                       "UPDATE leak_groups SET occurrences = occurrences + 1 WHERE signature = repeat('c', 40)"),
+                     LD_OK);
+    assert_query(db,
+                 "SELECT (pg_relation_size(c.reltoastrelid) > 0) || ' ' || (SELECT occurrences || ' ' ||"
+                 "  (representative->'elements'->299->>'class') FROM leak_groups WHERE signature = repeat('c', 40))"
+                 " FROM pg_class c WHERE c.relname = 'leak_groups'",
+                 "true 1 com.example.Activity300");
+    assert_signature_rule(db);
     remove_dir(dir);
     free(dir);
 }
