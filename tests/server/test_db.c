@@ -524,10 +524,17 @@ static void test_migrations_keep_data(void **state)
                  " FROM pg_class c WHERE c.relname = 'reports'",
                  "1 true");
     /* 0013: a new group's representative trace goes to the TOAST table (the groups before it
-     * have tiny ones, inline: that table was empty), and reads back whole; same signature rule. */
+     * have tiny ones, inline: that table was empty) and reads back whole, while its signature
+     * stays in the row; no index of leak_groups but the unique one leads with app_id (the
+     * lookup of a group by app and signature must not find another); same signature rule. */
     migrate_to(db, dir, "0013_small_group_rows.sql", 13);
     assert_query(db, "SELECT array_to_string(reloptions, ',') FROM pg_class WHERE relname = 'leak_groups'",
-                 "fillfactor=70,toast_tuple_target=256");
+                 "fillfactor=70,toast_tuple_target=1024");
+    assert_query(db,
+                 "SELECT string_agg(c.relname, ',' ORDER BY c.relname) FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid"
+                 " WHERE i.indrelid = 'leak_groups'::regclass AND i.indkey[0] = (SELECT attnum FROM pg_attribute"
+                 "  WHERE attrelid = 'leak_groups'::regclass AND attname = 'app_id')",
+                 "leak_groups_app_id_signature_key");
     assert_query(db, "SELECT pg_relation_size(reltoastrelid) FROM pg_class WHERE relname = 'leak_groups'", "0");
     assert_int_equal(ld_db_exec_script(db,
                                        "INSERT INTO leak_groups (app_id, signature, kind, short_description, leaking_class,"
@@ -541,9 +548,10 @@ static void test_migrations_keep_data(void **state)
                      LD_OK);
     assert_query(db,
                  "SELECT (pg_relation_size(c.reltoastrelid) > 0) || ' ' || (SELECT occurrences || ' ' ||"
-                 "  (representative->'elements'->299->>'class') FROM leak_groups WHERE signature = repeat('c', 40))"
+                 "  (representative->'elements'->299->>'class') || ' ' || pg_column_size(signature)"
+                 "  FROM leak_groups WHERE signature = repeat('c', 40))"
                  " FROM pg_class c WHERE c.relname = 'leak_groups'",
-                 "true 1 com.example.Activity300");
+                 "true 1 com.example.Activity300 41");
     assert_signature_rule(db);
     remove_dir(dir);
     free(dir);
