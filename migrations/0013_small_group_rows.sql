@@ -37,9 +37,9 @@ ALTER TABLE leak_groups ALTER COLUMN signature SET STORAGE MAIN;
 -- leak_groups is small and not yet analyzed (a new server), the planner costed both at one row
 -- and took the smaller one, reading every group of the app to find one signature: with the
 -- small rows above, the statement's first plan did that for its first 30 s (until leakd
--- prepares it again), and ingest fell to ~3,000 reports/s. Leading with the version, the index
--- still serves its query (an app's groups first seen in one version) and cannot serve a lookup
--- by app alone.
+-- prepares it again), and ingest fell to 2,300-3,000 reports/s. Leading with the version, the
+-- index still serves its query (an app's groups first seen in one version) and cannot serve a
+-- lookup by app alone.
 CREATE INDEX leak_groups_version_app ON leak_groups (first_version, app_id);
 DROP INDEX IF EXISTS leak_groups_first_version;
 
