@@ -1,4 +1,4 @@
-/* http.c — libmicrohttpd on a few event threads (poll, one per core by default), which
+/* http.c — libmicrohttpd on a few event threads (epoll, one per core by default), which
  * never wait: a step that blocks (PostgreSQL, an fsync) runs on a task thread with its
  * connection suspended (ld_req_off_loop), and a traces report waits in the report writer's
  * queue, suspended, not on a thread (ld_req_suspend). Thread per connection cost a thread,

@@ -219,6 +219,7 @@ typedef struct {
     char rbuf[16384];
     size_t rlen;
     int early;         /* answered before the body was all sent: close after */
+    int waited;        /* open loop: every connection was busy when it was due */
     double rx_at;      /* open loop: when the kernel received the last bytes read (CLOCK_MONOTONIC), or 0 */
 } conn;
 
@@ -245,6 +246,9 @@ typedef struct {
     char last_bad_body[300];
     double *lat;        /* seconds, per answered request */
     double *lat_due;    /* --timeline: when each of them was due, seconds after the start */
+    double *ontime;     /* open loop: latency of those that found a free connection when due... */
+    double *ontime_lag; /* ...and how late the generator sent them (its own delay) */
+    long nontime;
     double t0;
     long lat_cap, nlat;
     uint64_t body_bytes;
@@ -397,7 +401,8 @@ static void issue(engine *g, conn *c, double due) {
         g->done++;
         return;
     }
-    if (g->issued < g->starved_upto) g->waited_for_conn++;
+    c->waited = g->issued < g->starved_upto;
+    if (c->waited) g->waited_for_conn++;
     build_request(g, c, g->issued++);
     c->busy = 1;
     g->inflight++;
@@ -423,6 +428,10 @@ static void finish(engine *g, conn *c, int status, double t) {
     if (status > 0 && g->nlat < g->lat_cap) {
         if (g->lat_due) g->lat_due[g->nlat] = c->due - g->t0;
         g->lat[g->nlat++] = t - c->due;
+        if (g->ontime && !c->waited) {
+            g->ontime_lag[g->nontime] = c->started - c->due;
+            g->ontime[g->nontime++] = t - c->due;
+        }
     }
 }
 
@@ -661,6 +670,9 @@ static int run_load(opts *o) {
     g.lat_cap = limit > 0 ? limit : (long)(o->seconds * 200000) + 1000;
     g.lat = calloc((size_t)g.lat_cap, sizeof *g.lat);
     if (!g.lat) die("out of memory");
+    if (o->rate > 0 && (!(g.ontime = calloc((size_t)g.lat_cap, sizeof *g.ontime)) ||
+                        !(g.ontime_lag = calloc((size_t)g.lat_cap, sizeof *g.ontime_lag))))
+        die("out of memory");
     if (o->timeline > 0 && !(g.lat_due = calloc((size_t)g.lat_cap, sizeof *g.lat_due))) die("out of memory");
 
     signal(SIGPIPE, SIG_IGN);
@@ -753,6 +765,10 @@ static int run_load(opts *o) {
     long nl = g.nlat;
     if (g.lat_due) print_timeline(&g, o->timeline);
     qsort(g.lat, (size_t)nl, sizeof *g.lat, cmp_double);
+    if (g.ontime) {
+        qsort(g.ontime, (size_t)g.nontime, sizeof *g.ontime, cmp_double);
+        qsort(g.ontime_lag, (size_t)g.nontime, sizeof *g.ontime_lag, cmp_double);
+    }
     double rate = (double)g.done / elapsed;
     double mbps = (double)g.body_bytes / elapsed / 1e6;
     long over_50ms = 0; /* the p99 target holds while this stays under 1 % of the requests */
@@ -766,6 +782,11 @@ static int run_load(opts *o) {
            "p99_ms=%.2f max_ms=%.2f over_50ms=%ld waited_for_conn=%ld",
            o->mode, g.done, g.ok, g.bad, g.errors, elapsed, rate, mbps, pct(g.lat, nl, 0.5) * 1e3, pct(g.lat, nl, 0.9) * 1e3,
            pct(g.lat, nl, 0.99) * 1e3, nl ? g.lat[nl - 1] * 1e3 : 0.0, over_50ms, g.waited_for_conn);
+    /* A request that waited for a connection has that wait in its latency; these tell the
+     * server's share of the tail from the generator's queue. */
+    if (g.ontime)
+        printf(" ontime=%ld ontime_p99_ms=%.2f ontime_send_lag_p99_ms=%.2f", g.nontime, pct(g.ontime, g.nontime, 0.99) * 1e3,
+               pct(g.ontime_lag, g.nontime, 0.99) * 1e3);
     for (int i = 0; i < ps.npids; i++)
         printf(" pss%d_max_kb=%ld pss%d_avg_kb=%.0f pss%d_first_kb=%ld", i, ps.max_kb[i], i,
                ps.samples ? ps.sum_kb[i] / (double)ps.samples : 0.0, i, ps.first_kb[i]);

@@ -95,12 +95,16 @@ busy_pct() { awk -v a="$1" -v b="$2" 'BEGIN { split(a, x, " "); split(b, y, " ")
 # steal_ticks: the stolen and total jiffies of all CPUs (time the hypervisor ran something else
 # on this machine's CPUs while they had work); busy_pct BEFORE AFTER gives its %
 steal_ticks() { awk '$1 == "cpu" { print $9, $2 + $3 + $4 + $5 + $6 + $7 + $8 + $9; exit }' /proc/stat; }
-# cpu_seconds N: for N seconds, a line a second: "second busy% stolen%" of the machine
+# cpu_seconds N: for N seconds, a line a second: "second busy% stolen%" of the machine. Each
+# second ends at a whole second from the start: `sleep 1` plus the loop's own processes drifted
+# ~4 s in 60 under load, so the last windows of a run were matched with idle seconds.
 cpu_seconds() {
-    local a b s
+    local a b s left t0
+    t0=$(date +%s%N)
     a="$(cpu_ticks) $(steal_ticks)"
     for ((s = 0; s < $1; s++)); do
-        sleep 1
+        left=$(( t0 + (s + 1) * 1000000000 - $(date +%s%N) ))
+        (( left > 0 )) && sleep "$(( left / 1000000000 )).$(printf '%09d' $(( left % 1000000000 )))"
         b="$(cpu_ticks) $(steal_ticks)"
         awk -v s="$s" -v a="$a" -v b="$b" 'BEGIN { split(a, x, " "); split(b, y, " "); t = y[2] - x[2]
             printf "%d %.0f %.0f\n", s, (t > 0 ? 100 * (y[1] - x[1]) / t : 0), (t > 0 ? 100 * (y[3] - x[3]) / t : 0) }'
@@ -391,6 +395,8 @@ row "fixed rate p50"                            "$(val "$TR" p50_ms)" "ms" "" ""
 row "fixed rate p90"                            "$(val "$TR" p90_ms)" "ms" "" "" - ""
 row "fixed rate p99"                            "$(val "$TR" p99_ms)" "ms" "" "" lt 50
 row "fixed rate max"                            "$(val "$TR" max_ms)" "ms" "" "" - ""
+row "  p99 of those sent when due"               "$(val "$TR" ontime_p99_ms)" "ms" "all requests" "$(val "$TR" p99_ms)" - ""
+row "  how late the generator sent them, p99"    "$(val "$TR" ontime_send_lag_p99_ms)" "ms" "" "" - ""
 row "  requests >= 50 ms"                        "$(val "$TR" over_50ms)" "of $(val "$TR" requests)" "p99 allows" \
     "$(( $(val "$TR" requests) / 100 ))" - ""
 row "  1-s windows with a request >= 50 ms"      "$SLOW" "of $WINDOWS" "" "" - ""
