@@ -784,6 +784,9 @@ static int run_load(opts *o) {
            pct(g.lat, nl, 0.99) * 1e3, nl ? g.lat[nl - 1] * 1e3 : 0.0, over_50ms, g.waited_for_conn);
     /* A request that waited for a connection has that wait in its latency; these tell the
      * server's share of the tail from the generator's queue. */
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    printf(" cpu_us=%.0f", (double)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1e6 + (double)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec));
     if (g.ontime)
         printf(" ontime=%ld ontime_p99_ms=%.2f ontime_send_lag_p99_ms=%.2f", g.nontime, pct(g.ontime, g.nontime, 0.99) * 1e3,
                pct(g.ontime_lag, g.nontime, 0.99) * 1e3);

@@ -122,12 +122,17 @@ tree_ticks() {
                   if (hit) break }
               for (i = 1; i <= n; i++) printf "%d%s", s[i], i < n ? " " : "\n" }'
 }
-# cpu_snap: "machine-busy machine-total leakd postgresql" jiffies now (busy_pct takes it too)
-cpu_snap() { echo "$(cpu_ticks) $(tree_ticks "$LEAKD_PID" "$PG_PID")"; }
-# us_each SNAP_BEFORE SNAP_AFTER REQUESTS: microseconds of CPU a request of leakd, PostgreSQL
-# and the whole machine
+# irq_ticks: jiffies all CPUs spent in interrupts and softirqs (loopback TCP's receive side,
+# block I/O completions), which no process is charged with
+irq_ticks() { awk '$1 == "cpu" { print $7 + $8; exit }' /proc/stat; }
+# cpu_snap: "machine-busy machine-total leakd postgresql kernel-threads interrupts" jiffies now
+# (busy_pct takes it too); kernel threads are kthreadd's children (write-back, ext4's extent
+# conversion after it)
+cpu_snap() { echo "$(cpu_ticks) $(tree_ticks "$LEAKD_PID" "$PG_PID" 2) $(irq_ticks)"; }
+# us_each SNAP_BEFORE SNAP_AFTER REQUESTS: microseconds of CPU a request of leakd, PostgreSQL,
+# the whole machine, kernel threads and interrupts
 us_each() { awk -v a="$1" -v b="$2" -v n="$3" -v hz="$CLK_TCK" 'BEGIN { split(a, x, " "); split(b, y, " ")
-    split("3 4 1", f, " "); for (i = 1; i <= 3; i++) printf "%.0f%s", (n > 0 ? (y[f[i]] - x[f[i]]) / hz * 1e6 / n : 0), i < 3 ? " " : "\n" }'; }
+    split("3 4 1 5 6", f, " "); for (i = 1; i <= 5; i++) printf "%.0f%s", (n > 0 ? (y[f[i]] - x[f[i]]) / hz * 1e6 / n : 0), i < 5 ? " " : "\n" }'; }
 CLK_TCK=$(getconf CLK_TCK)
 
 if [[ $SMOKE == 1 ]]; then PG_MODE=${PG_MODE_SMOKE:-test}; fi
@@ -368,6 +373,8 @@ ROWS=$WORK/rows
 # row FIGURE VALUE UNIT BASELINE_NAME BASELINE_VALUE OP TARGET
 #   OP: ge / lt / le compare VALUE with TARGET; "-" is a figure without a target.
 row() { printf '%s|%s|%s|%s|%s|%s|%s\n' "$@" >>"$ROWS"; }
+# gen_us RUN: the generator's own CPU a request (it shares the machine with the server)
+gen_us() { awk -v c="$(val "$1" cpu_us)" -v n="$(val "$1" requests)" 'BEGIN { printf "%.0f", (n > 0 ? c / n : 0) }'; }
 kb2mb() { awk -v k="$1" 'BEGIN { printf "%.1f", k / 1024 }'; }
 # max_of KEY RUN...: the highest value of KEY (e.g. pss0_max_kb) in the given runs' lines
 max_of() { local key=$1 r m=0 k; shift; for r in "$@"; do k=$(val "$r" "$key"); (( ${k:-0} > m )) && m=$k; done; echo "$m"; }
@@ -385,6 +392,9 @@ row "  closed-loop p99, $SIGS signatures"      "$(val "$TA" p99_ms)" "ms" "" "" 
 row "  machine CPU busy during it"              "$BUSY_TA" "%" "" "" - ""
 row "  CPU a report: leakd"                     "${US_TA[0]}" "us" "" "" - ""
 row "  CPU a report: PostgreSQL"                "${US_TA[1]}" "us" "" "" - ""
+row "  CPU a report: the generator"             "$(gen_us "$TA")" "us" "" "" - ""
+row "  CPU a report: kernel threads"            "${US_TA[3]}" "us" "" "" - ""
+row "  CPU a report: interrupts"                "${US_TA[4]}" "us" "" "" - ""
 row "  CPU a report: the whole machine"         "${US_TA[2]}" "us" "" "" - ""
 row "  the same with $CONNS connections"       "$(val "$T16" rate)" "/s" "$BOUND" "$BOUNDV" - ""
 row "  its p99"                                 "$(val "$T16" p99_ms)" "ms" "" "" - ""
@@ -406,6 +416,9 @@ row "  CPU stolen by the hypervisor meanwhile"  "$STEAL_TR" "%" "closed loop" "$
 row "  the host's speed: a fixed loop, median"   "$(val "$SPEED_TR" p50_us)" "us" "closed loop" "$(val "$SPEED_TA" p50_us)" - ""
 row "  CPU a report: leakd"                     "${US_TR[0]}" "us" "closed loop" "${US_TA[0]}" - ""
 row "  CPU a report: PostgreSQL"                "${US_TR[1]}" "us" "closed loop" "${US_TA[1]}" - ""
+row "  CPU a report: the generator"             "$(gen_us "$TR")" "us" "closed loop" "$(gen_us "$TA")" - ""
+row "  CPU a report: kernel threads"            "${US_TR[3]}" "us" "closed loop" "${US_TA[3]}" - ""
+row "  CPU a report: interrupts"                "${US_TR[4]}" "us" "closed loop" "${US_TA[4]}" - ""
 row "  CPU a report: the whole machine"         "${US_TR[2]}" "us" "closed loop" "${US_TA[2]}" - ""
 row "  fdatasync every 10 ms meanwhile, p99"     "$(val "$PROBE" p99_ms)" "ms" "" "" - ""
 row "  its max"                                  "$(val "$PROBE" max_ms)" "ms" "" "" - ""
