@@ -123,7 +123,8 @@ tree_ticks() {
               for (i = 1; i <= n; i++) printf "%d%s", s[i], i < n ? " " : "\n" }'
 }
 # irq_ticks: jiffies all CPUs spent in interrupts and softirqs (loopback TCP's receive side,
-# block I/O completions), which no process is charged with
+# block I/O completions); without CONFIG_IRQ_TIME_ACCOUNTING the interrupted process is
+# charged with them too, so they overlap the processes' figures
 irq_ticks() { awk '$1 == "cpu" { print $7 + $8; exit }' /proc/stat; }
 # cpu_snap: "machine-busy machine-total leakd postgresql kernel-threads interrupts" jiffies now
 # (busy_pct takes it too); kernel threads are kthreadd's children (write-back, ext4's extent
@@ -394,7 +395,7 @@ row "  CPU a report: leakd"                     "${US_TA[0]}" "us" "" "" - ""
 row "  CPU a report: PostgreSQL"                "${US_TA[1]}" "us" "" "" - ""
 row "  CPU a report: the generator"             "$(gen_us "$TA")" "us" "" "" - ""
 row "  CPU a report: kernel threads"            "${US_TA[3]}" "us" "" "" - ""
-row "  CPU a report: interrupts"                "${US_TA[4]}" "us" "" "" - ""
+row "  CPU a report: interrupts (overlaps)"     "${US_TA[4]}" "us" "" "" - ""
 row "  CPU a report: the whole machine"         "${US_TA[2]}" "us" "" "" - ""
 row "  the same with $CONNS connections"       "$(val "$T16" rate)" "/s" "$BOUND" "$BOUNDV" - ""
 row "  its p99"                                 "$(val "$T16" p99_ms)" "ms" "" "" - ""
@@ -418,7 +419,7 @@ row "  CPU a report: leakd"                     "${US_TR[0]}" "us" "closed loop"
 row "  CPU a report: PostgreSQL"                "${US_TR[1]}" "us" "closed loop" "${US_TA[1]}" - ""
 row "  CPU a report: the generator"             "$(gen_us "$TR")" "us" "closed loop" "$(gen_us "$TA")" - ""
 row "  CPU a report: kernel threads"            "${US_TR[3]}" "us" "closed loop" "${US_TA[3]}" - ""
-row "  CPU a report: interrupts"                "${US_TR[4]}" "us" "closed loop" "${US_TA[4]}" - ""
+row "  CPU a report: interrupts (overlaps)"     "${US_TR[4]}" "us" "closed loop" "${US_TA[4]}" - ""
 row "  CPU a report: the whole machine"         "${US_TR[2]}" "us" "closed loop" "${US_TA[2]}" - ""
 row "  fdatasync every 10 ms meanwhile, p99"     "$(val "$PROBE" p99_ms)" "ms" "" "" - ""
 row "  its max"                                  "$(val "$PROBE" max_ms)" "ms" "" "" - ""
