@@ -782,11 +782,12 @@ static int run_load(opts *o) {
            "p99_ms=%.2f max_ms=%.2f over_50ms=%ld waited_for_conn=%ld",
            o->mode, g.done, g.ok, g.bad, g.errors, elapsed, rate, mbps, pct(g.lat, nl, 0.5) * 1e3, pct(g.lat, nl, 0.9) * 1e3,
            pct(g.lat, nl, 0.99) * 1e3, nl ? g.lat[nl - 1] * 1e3 : 0.0, over_50ms, g.waited_for_conn);
-    /* A request that waited for a connection has that wait in its latency; these tell the
-     * server's share of the tail from the generator's queue. */
+    /* The generator's own CPU: it shares the machine with the server. */
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
     printf(" cpu_us=%.0f", (double)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1e6 + (double)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec));
+    /* A request that waited for a connection has that wait in its latency; these tell the
+     * server's share of the tail from the generator's queue. */
     if (g.ontime)
         printf(" ontime=%ld ontime_p99_ms=%.2f ontime_send_lag_p99_ms=%.2f", g.nontime, pct(g.ontime, g.nontime, 0.99) * 1e3,
                pct(g.ontime_lag, g.nontime, 0.99) * 1e3);
