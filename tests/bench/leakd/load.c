@@ -934,7 +934,9 @@ static int run_fsync_probe(opts *o) {
  * that apart) is in it: what is left is how many cycles a second the host gives this machine's
  * CPUs (their frequency, another machine on the same core's other hyperthread). One a tick
  * (~43 us, under 0.1 % of a CPU at 100 ms); a line a second on stderr with that second's
- * median. */
+ * median, and one with the machine's busy and stolen CPU % in that second (/proc/stat, read in
+ * this process: run.sh's shell loop that did it started five processes a second, ~3.6 % of the
+ * machine under the fixed-rate run's load). */
 #define SPEED_ITERS 20000
 static double speed_once(void) {
     struct timespec a, b;
@@ -952,6 +954,33 @@ static double speed_once(void) {
     return (double)(b.tv_sec - a.tv_sec) * 1e6 + (double)(b.tv_nsec - a.tv_nsec) / 1e3;
 }
 
+/* The machine's CPU jiffies from /proc/stat: busy (user, nice, system, irq, softirq, steal),
+ * all of them (idle and iowait too) and stolen; 0 when it cannot be read. */
+typedef struct {
+    unsigned long long busy, total, steal;
+} cpu_ticks;
+static int read_cpu_ticks(cpu_ticks *c) {
+    unsigned long long v[8] = {0};
+    FILE *f = fopen("/proc/stat", "r");
+    if (!f) return 0;
+    int n = fscanf(f, "cpu %llu %llu %llu %llu %llu %llu %llu %llu", &v[0], &v[1], &v[2], &v[3], &v[4], &v[5], &v[6],
+                   &v[7]);
+    fclose(f);
+    if (n != 8) return 0;
+    c->busy = v[0] + v[1] + v[2] + v[5] + v[6] + v[7];
+    c->total = c->busy + v[3] + v[4];
+    c->steal = v[7];
+    return 1;
+}
+
+/* "cpu_probe: SECOND BUSY% STOLEN%" of the whole machine over one second, on stderr. */
+static void cpu_second(int second, const cpu_ticks *a, const cpu_ticks *b) {
+    unsigned long long t = b->total - a->total;
+    if (t == 0) return;
+    fprintf(stderr, "cpu_probe: %d %.0f %.0f\n", second, 100.0 * (double)(b->busy - a->busy) / (double)t,
+            100.0 * (double)(b->steal - a->steal) / (double)t);
+}
+
 /* "speed_probe: SECOND MEDIAN_US" for the samples of one second; none: nothing. */
 static void speed_second(int second, double *v, long n) {
     if (n == 0) return;
@@ -966,11 +995,17 @@ static int run_speed_probe(opts *o) {
     if (!us || !sec) die("out of memory");
     double t0 = now(), due = t0, t;
     int cur = 0;
+    cpu_ticks ca, cb;
+    int cpu_ok = read_cpu_ticks(&ca);
     while ((t = now()) - t0 < secs && n < cap) {
         sleep_until(due);
         int s = (int)(now() - t0);
         if (s != cur) {
             speed_second(cur, sec, in_sec);
+            if (cpu_ok && (cpu_ok = read_cpu_ticks(&cb))) {
+                cpu_second(cur, &ca, &cb);
+                ca = cb;
+            }
             in_sec = 0;
         }
         cur = s;
@@ -978,6 +1013,7 @@ static int run_speed_probe(opts *o) {
         due = next_due(due, every, now());
     }
     speed_second(cur, sec, in_sec);
+    if (cpu_ok && read_cpu_ticks(&cb)) cpu_second(cur, &ca, &cb);
     qsort(us, (size_t)n, sizeof *us, cmp_double);
     printf("mode=speed_probe samples=%ld seconds=%.3f every_ms=%.1f p10_us=%.1f p50_us=%.1f p90_us=%.1f max_us=%.1f\n", n,
            t - t0, every * 1e3, pct(us, n, 0.1), pct(us, n, 0.5), pct(us, n, 0.9), n ? us[n - 1] : 0.0);
