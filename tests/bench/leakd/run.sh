@@ -400,9 +400,9 @@ row "fixed rate p90"                            "$(val "$TR" p90_ms)" "ms" "" ""
 row "fixed rate p99"                            "$(val "$TR" p99_ms)" "ms" "" "" lt 50
 row "fixed rate max"                            "$(val "$TR" max_ms)" "ms" "" "" - ""
 row "  p99 of those sent when due"               "$(val "$TR" ontime_p99_ms)" "ms" "all requests" "$(val "$TR" p99_ms)" - ""
+row "  how late the generator sent them, p99"    "$(val "$TR" ontime_send_lag_p99_ms)" "ms" "" "" - ""
 row "  leakd's own p99 (its request log)"         "$(val "$LEAKD_TR" p99_ms)" "ms" "all requests" "$(val "$TR" p99_ms)" - ""
 row "  leakd's own requests >= 50 ms"            "$(val "$LEAKD_TR" over_50ms)" "of $(val "$LEAKD_TR" n)" "" "" - ""
-row "  how late the generator sent them, p99"    "$(val "$TR" ontime_send_lag_p99_ms)" "ms" "" "" - ""
 row "  requests >= 50 ms"                        "$(val "$TR" over_50ms)" "of $(val "$TR" requests)" "p99 allows" \
     "$(( $(val "$TR" requests) / 100 ))" - ""
 row "  1-s windows with a request >= 50 ms"      "$SLOW" "of $WINDOWS" "" "" - ""
