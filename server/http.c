@@ -36,6 +36,20 @@ static struct MHD_Daemon *metrics_daemon;
  * 16 uploads of 50 MB over 2 connections mostly ran at 724-871 MB/s instead of 1.0-1.2 GB/s. */
 #define LD_MAX_HTTP_THREADS 64
 static struct MHD_Daemon *api_daemons[LD_MAX_HTTP_THREADS];
+
+/* libmicrohttpd 0.9.75's epoll loop takes at most 128 events from one epoll_wait, and when it
+ * gets exactly 128 it calls epoll_wait again, with the same timeout (up to
+ * LEAKD_CONNECTION_TIMEOUT), before it handles any of them or the connections handed to it
+ * meanwhile. A daemon of 128 connections whose 128 requests arrived together then slept with
+ * all of them unanswered until some other event came, or until the idle timeout closed them:
+ * found 2026-12-02 with back-to-back closed loops of 256 connections over 2 event threads,
+ * where in about one run of six 128 requests sat unread for 30 s and then failed (gdb: both
+ * event threads in epoll_wait with a ~30 s timeout; ss: 128 sockets of leakd, each with a
+ * whole request unread). A daemon holds at most this many connections, so with its wake-up
+ * descriptor it never has 128 events to report, and leakd runs as many event threads as
+ * LEAKD_CONNECTION_LIMIT needs (the accepting thread hands each connection to the least
+ * loaded one, so none holds more than its share). */
+#define LD_CONNS_PER_DAEMON 120
 static int n_api_daemons;
 /* The connection limit is kept here, not by libmicrohttpd: 0.9.75, at its limit, refused a
  * connection given with MHD_add_connection and left the daemon's cleanup lock taken, so its
@@ -785,6 +799,19 @@ int ld_http_start(ld_server *s, char *err, size_t cap) {
         threads = LD_MAX_HTTP_THREADS;
     }
     acceptor.limit = (unsigned)s->cfg.connection_limit;
+    if (acceptor.limit > LD_MAX_HTTP_THREADS * LD_CONNS_PER_DAEMON) {
+        ld_warn("LEAKD_CONNECTION_LIMIT=%d: using %d, what %d event threads of at most %d connections hold",
+                s->cfg.connection_limit, LD_MAX_HTTP_THREADS * LD_CONNS_PER_DAEMON, LD_MAX_HTTP_THREADS,
+                LD_CONNS_PER_DAEMON);
+        acceptor.limit = (unsigned)(LD_MAX_HTTP_THREADS * LD_CONNS_PER_DAEMON);
+    }
+    int needed = (int)((acceptor.limit + LD_CONNS_PER_DAEMON - 1) / LD_CONNS_PER_DAEMON);
+    if (needed > threads) {
+        ld_info("%d event threads, not LEAKD_HTTP_THREADS=%d: each holds at most %d of the %u connections "
+                "(LEAKD_CONNECTION_LIMIT)",
+                needed, threads, LD_CONNS_PER_DAEMON, acceptor.limit);
+        threads = needed;
+    }
     acceptor.open = 0;
     memset(acceptor.per, 0, sizeof acceptor.per);
     for (n_api_daemons = 0; n_api_daemons < threads; n_api_daemons++) {

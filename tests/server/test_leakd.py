@@ -1217,6 +1217,37 @@ class T05b_ConnectionLimit(ServerCase):
 
 
 # =============================================================================================
+class T05b_ManyConnectionsReadyAtOnce(ServerCase):
+    """libmicrohttpd 0.9.75 takes at most 128 events from one epoll_wait and, when it gets
+    exactly 128, waits again with its whole timeout before handling any of them. An event
+    thread holding 128 connections could then sleep with 128 requests read to answer, until
+    the idle timeout closed them unanswered. LEAKD_HTTP_THREADS=1 asks for one event thread;
+    leakd runs as many as keep each below 128 connections."""
+    workers = 1
+    settings = {"connection_limit": 200, "http_threads": 1, "connection_timeout": 30}
+
+    def test_128_requests_that_arrive_together_are_all_answered(self):
+        port = self.server.port
+        conns = [socket.create_connection(("127.0.0.1", port), timeout=10) for _ in range(128)]
+        for s in conns:
+            self.addCleanup(s.close)
+            T05b_ConnectionLimit._send_get(self, s)
+            self.assertEqual(T05b_ConnectionLimit._status(self, s), 200)
+        self.assertIn("2 event threads", self.server.log())
+        # Stopped, leakd reads nothing: every request is waiting when it wakes up.
+        os.kill(self.server.proc.pid, signal.SIGSTOP)
+        try:
+            for s in conns:
+                T05b_ConnectionLimit._send_get(self, s)
+            time.sleep(0.3)
+        finally:
+            os.kill(self.server.proc.pid, signal.SIGCONT)
+        t0 = time.time()
+        for s in conns:
+            self.assertEqual(T05b_ConnectionLimit._status(self, s, timeout=max(0.1, 5 - (time.time() - t0))), 200)
+
+
+# =============================================================================================
 class T05c_IngestMemory(ServerCase):
     """LEAKD_INGEST_MEMORY: traces bodies held in memory at once. One key could otherwise make
     leakd hold every body it is sent: 200 connections of 2.9 MB traces reports took it to
