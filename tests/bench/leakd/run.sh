@@ -21,7 +21,7 @@
 #   TRACES_CONNS  client connections of the closed-loop traces runs that measure reports/s (64):
 #                 leakd stores traces reports by group commit, and a closed loop's rate is its
 #                 connections / latency, so 16 connections leave the machine partly idle
-#   OPEN_CONNS    client connections of the open-loop (fixed-rate) runs (128); a request due
+#   OPEN_CONNS    client connections of the open-loop (fixed-rate) runs (256); a request due
 #                 while all of them wait for answers is sent when one is free, and its latency
 #                 still counts from when it was due: the table says how many waited so
 #   SECONDS_A     seconds of each traces run (10)
@@ -46,7 +46,7 @@ SMOKE=${SMOKE:-0}
 PG_MODE=${PG_MODE:-durable}
 CONNS=${CONNS:-16}
 TRACES_CONNS=${TRACES_CONNS:-64}
-OPEN_CONNS=${OPEN_CONNS:-128}
+OPEN_CONNS=${OPEN_CONNS:-256}
 DB_POOL=${DB_POOL:-16}
 SECONDS_A=${SECONDS_A:-10}
 RATE_SECONDS=${RATE_SECONDS:-60}
