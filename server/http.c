@@ -807,8 +807,8 @@ int ld_http_start(ld_server *s, char *err, size_t cap) {
     }
     int needed = (int)((acceptor.limit + LD_CONNS_PER_DAEMON - 1) / LD_CONNS_PER_DAEMON);
     if (needed > threads) {
-        ld_info("%d event threads, not LEAKD_HTTP_THREADS=%d: each holds at most %d of the %u connections "
-                "(LEAKD_CONNECTION_LIMIT)",
+        ld_info("%d event threads rather than %d (LEAKD_HTTP_THREADS): each holds at most %d of the %u "
+                "connections (LEAKD_CONNECTION_LIMIT)",
                 needed, threads, LD_CONNS_PER_DAEMON, acceptor.limit);
         threads = needed;
     }

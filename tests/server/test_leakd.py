@@ -1091,9 +1091,8 @@ class T05_QuotaAndSlowDrip(ServerCase):
 
 
 # =============================================================================================
-class T05b_ConnectionLimit(ServerCase):
-    workers = 1
-    settings = {"connection_limit": 4, "http_threads": 2, "connection_timeout": 5}
+class RawGets:
+    """GET /healthz on a raw socket, and the status of its answer."""
 
     def _send_get(self, s):
         s.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
@@ -1106,6 +1105,11 @@ class T05b_ConnectionLimit(ServerCase):
             self.assertTrue(chunk, "connection closed before an answer")
             data += chunk
         return int(data.split(b" ", 2)[1])
+
+
+class T05b_ConnectionLimit(RawGets, ServerCase):
+    workers = 1
+    settings = {"connection_limit": 4, "http_threads": 2, "connection_timeout": 5}
 
     def test_at_the_limit_new_connections_wait_and_are_served(self):
         """LEAKD_CONNECTION_LIMIT=4 over 2 event threads. Four keep-alive connections are
@@ -1217,7 +1221,7 @@ class T05b_ConnectionLimit(ServerCase):
 
 
 # =============================================================================================
-class T05b_ManyConnectionsReadyAtOnce(ServerCase):
+class T05b_ManyConnectionsReadyAtOnce(RawGets, ServerCase):
     """libmicrohttpd 0.9.75 takes at most 128 events from one epoll_wait and, when it gets
     exactly 128, waits again with its whole timeout before handling any of them. An event
     thread holding 128 connections could then sleep with 128 requests read to answer, until
@@ -1231,20 +1235,20 @@ class T05b_ManyConnectionsReadyAtOnce(ServerCase):
         conns = [socket.create_connection(("127.0.0.1", port), timeout=10) for _ in range(128)]
         for s in conns:
             self.addCleanup(s.close)
-            T05b_ConnectionLimit._send_get(self, s)
-            self.assertEqual(T05b_ConnectionLimit._status(self, s), 200)
+            self._send_get(s)
+            self.assertEqual(self._status(s), 200)
         self.assertIn("2 event threads", self.server.log())
         # Stopped, leakd reads nothing: every request is waiting when it wakes up.
         os.kill(self.server.proc.pid, signal.SIGSTOP)
         try:
             for s in conns:
-                T05b_ConnectionLimit._send_get(self, s)
+                self._send_get(s)
             time.sleep(0.3)
         finally:
             os.kill(self.server.proc.pid, signal.SIGCONT)
         t0 = time.time()
         for s in conns:
-            self.assertEqual(T05b_ConnectionLimit._status(self, s, timeout=max(0.1, 5 - (time.time() - t0))), 200)
+            self.assertEqual(self._status(s, timeout=max(0.1, 5 - (time.time() - t0))), 200)
 
 
 # =============================================================================================
