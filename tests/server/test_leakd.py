@@ -1224,9 +1224,9 @@ class T05b_ConnectionLimit(RawGets, ServerCase):
 class T05b_ManyConnectionsReadyAtOnce(RawGets, ServerCase):
     """libmicrohttpd 0.9.75 takes at most 128 events from one epoll_wait and, when it gets
     exactly 128, waits again with its whole timeout before handling any of them. An event
-    thread holding 128 connections could then sleep with 128 requests read to answer, until
-    the idle timeout closed them unanswered. LEAKD_HTTP_THREADS=1 asks for one event thread;
-    leakd runs as many as keep each below 128 connections."""
+    thread holding 128 connections could then sleep while all 128 requests waited, until the
+    idle timeout closed them unanswered. LEAKD_HTTP_THREADS=1 asks for one event thread;
+    leakd runs as many as keep each at 120 connections or fewer."""
     workers = 1
     settings = {"connection_limit": 200, "http_threads": 1, "connection_timeout": 30}
 
