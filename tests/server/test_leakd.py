@@ -1106,6 +1106,15 @@ class RawGets:
             data += chunk
         return int(data.split(b" ", 2)[1])
 
+    def _kept_alive(self, n):
+        """n connections, each answered once and kept open (closed at the test's end)."""
+        conns = [socket.create_connection(("127.0.0.1", self.server.port), timeout=10) for _ in range(n)]
+        for s in conns:
+            self.addCleanup(s.close)
+            self._send_get(s)
+            self.assertEqual(self._status(s), 200)
+        return conns
+
 
 class T05b_ConnectionLimit(RawGets, ServerCase):
     workers = 1
@@ -1117,11 +1126,7 @@ class T05b_ConnectionLimit(RawGets, ServerCase):
         four close, then are served. (libmicrohttpd 0.9.75, left to refuse at its own limit a
         connection given to it, hung every thread of leakd: no answer ever again.)"""
         port = self.server.port
-        held = [socket.create_connection(("127.0.0.1", port), timeout=10) for _ in range(4)]
-        for s in held:
-            self.addCleanup(s.close)
-            self._send_get(s)
-            self.assertEqual(self._status(s), 200)
+        held = self._kept_alive(4)
         waiting = [socket.create_connection(("127.0.0.1", port), timeout=10) for _ in range(3)]
         for s in waiting:
             self.addCleanup(s.close)
@@ -1231,12 +1236,7 @@ class T05b_ManyConnectionsReadyAtOnce(RawGets, ServerCase):
     settings = {"connection_limit": 200, "http_threads": 1, "connection_timeout": 30}
 
     def test_128_requests_that_arrive_together_are_all_answered(self):
-        port = self.server.port
-        conns = [socket.create_connection(("127.0.0.1", port), timeout=10) for _ in range(128)]
-        for s in conns:
-            self.addCleanup(s.close)
-            self._send_get(s)
-            self.assertEqual(self._status(s), 200)
+        conns = self._kept_alive(128)
         self.assertIn("2 event threads", self.server.log())
         # Stopped, leakd reads nothing: every request is waiting when it wakes up.
         os.kill(self.server.proc.pid, signal.SIGSTOP)
