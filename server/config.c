@@ -42,7 +42,7 @@ static const setting settings[] = {
       "traces report bodies read and stored at once, in bytes; more wait their turn (0 = no limit)"),
     I("LEAKD_CONNECTION_TIMEOUT", "--connection-timeout", connection_timeout_s, "30", 1, "seconds an idle connection is kept"),
     U("LEAKD_MIN_UPLOAD_RATE", "--min-upload-rate", min_upload_rate, "4096", "bytes/s an upload must keep up after its first 10 s"),
-    I("LEAKD_HTTP_THREADS", "--http-threads", http_threads, "0", 0, "event threads serving HTTP (0 = number of cores)"),
+    I("LEAKD_HTTP_THREADS", "--http-threads", http_threads, "0", 0, "event threads serving HTTP (0 = number of cores; more if the connection limit needs: 120 each)"),
     I("LEAKD_DB_POOL", "--db-pool", db_pool, "16", 1, "PostgreSQL connections (and threads) for the requests' blocking steps"),
     I("LEAKD_DB_WRITERS", "--db-writers", db_writers, "2", 1, "connections that store traces reports in batches"),
     I("LEAKD_DIRECT_UPLOADS", "--direct-uploads", direct_uploads, "16", 0, "heap uploads written with direct I/O at a time (0 = none)"),
@@ -80,7 +80,8 @@ const char ld_config_help[] =
     "  --ingest-memory N           LEAKD_INGEST_MEMORY          traces bodies handled at once (16M; 0 = no limit)\n"
     "  --connection-timeout S      LEAKD_CONNECTION_TIMEOUT     idle connection timeout (30)\n"
     "  --min-upload-rate N         LEAKD_MIN_UPLOAD_RATE        bytes/s after 10 s (4096)\n"
-    "  --http-threads N            LEAKD_HTTP_THREADS           event threads serving HTTP (number of cores)\n"
+    "  --http-threads N            LEAKD_HTTP_THREADS           event threads serving HTTP (number of cores;\n"
+    "                                                           more if the connection limit needs: 120 each)\n"
     "  --db-pool N                 LEAKD_DB_POOL                database connections for requests (16)\n"
     "  --db-writers N              LEAKD_DB_WRITERS             connections storing traces reports (2)\n"
     "  --direct-uploads N          LEAKD_DIRECT_UPLOADS         uploads written with direct I/O (16; 0 = none)\n"
