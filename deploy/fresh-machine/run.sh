@@ -10,7 +10,7 @@
 #   4. ./deploy/test.sh, the README's test command: exit 0. Its plain pass only (LW_TEST_ASAN=0):
 #      what this check can find is a package the install step misses, and the sanitizer pass
 #      needs none beyond the compiler's; .ci/run has run that pass on the host just before
-#      (4 of this check's 11 minutes on 2 cores). FRESH_MACHINE_TEST=full runs both passes;
+#      (about 2 minutes on 2 cores). FRESH_MACHINE_TEST=full runs both passes;
 #      FRESH_MACHINE_TEST=0 leaves step 4 out
 # Exits 0 when all hold, 1 otherwise. Prints how long each step took.
 set -uo pipefail
