@@ -264,8 +264,17 @@ int ld_admin_main(const char *db_url, const char *migrations_dir, int argc, char
         cmd = KEY_REVOKE;
         if (parse_id(argv[2], &key_id) != 0)
             return usage_error(errout, "key revoke: KEY_ID is a positive number");
+    } else if (strcmp(argv[0], "migrate") == 0) {
+        return usage_error(errout, "migrate takes no arguments");
+    } else if (strcmp(argv[0], "app") == 0) {
+        return usage_error(errout, "app: use `app create NAME` or `app list`");
+    } else if (strcmp(argv[0], "key") == 0) {
+        return usage_error(errout, "key: use `key create APP ingest|read`, `key create --admin` or "
+                                   "`key revoke KEY_ID`");
     } else {
-        return usage_error(errout, "unknown command or wrong arguments");
+        fprintf(errout, "leakd: unknown command \"%.80s\"\n", argv[0]);
+        ld_admin_usage(errout);
+        return LD_EXIT_USAGE;
     }
 
     rc = open_db(db_url, migrations_dir, cmd != MIGRATE, &db, errout);

@@ -200,7 +200,9 @@ class T01_Cli(unittest.TestCase):
         rc, out, err = H.leakd_cli(self.db, "app", "create", "Bad Name")
         self.assertEqual(rc, 3)                                                              # invalid slug
         self.assertIn("invalid app name", err)
-        self.assertEqual(H.leakd_cli(self.db, "app", "create")[0], 2)                      # usage
+        rc, out, err = H.leakd_cli(self.db, "app", "create")                                # usage
+        self.assertEqual(rc, 2)
+        self.assertTrue(err.startswith("leakd: app: use `app create NAME` or `app list`\n"), err)
         rc, out, err = H.leakd_cli(self.db, "app", "list")
         self.assertEqual(rc, 0)
         self.assertRegex(out, r"\n\s+1\s+demo\s+\S+\s+1\s+1\n")
@@ -220,7 +222,12 @@ class T01_Cli(unittest.TestCase):
         self.assertEqual(H.leakd_cli(self.db, "key", "revoke", "0")[0], 2)
         rc, out, err = H.leakd_cli(self.db, "key", "revoke", "3")
         self.assertEqual((rc, out.strip()), (0, "Revoked key 3."))
-        self.assertEqual(H.leakd_cli(self.db, "frobnicate")[0], 2)
+        rc, out, err = H.leakd_cli(self.db, "frobnicate")
+        self.assertEqual(rc, 2)
+        self.assertTrue(err.startswith('leakd: unknown command "frobnicate"\n'), err)
+        rc, out, err = H.leakd_cli(self.db, "key", "rotate", "3")
+        self.assertEqual(rc, 2)
+        self.assertIn("key: use `key create APP ingest|read`", err)
         self.assertEqual(rows(self.db, "SELECT id, kind, app_id IS NULL, revoked_at IS NOT NULL FROM api_keys ORDER BY id"),
                          [["1", "ingest", "f", "f"], ["2", "read", "f", "f"], ["3", "read", "f", "t"],
                           [str(admin_id), "admin", "t", "f"]])
