@@ -123,7 +123,7 @@ static int set_value(ld_config *c, const setting *s, const char *v, const char *
         if (mul > 1) end++;
     }
     if (errno || end == v || *end || v[0] == '-' || (mul > 1 && n > UINT64_MAX / mul)) {
-        snprintf(err, cap, "%s: \"%s\" is not a %s", from, v, s->k == T_U64 ? "size (a number, optionally with K, M or G)" : "number");
+        snprintf(err, cap, "%s: \"%s\" is not a %s", from, v, s->k == T_U64 ? "size (a number, optionally with K, M or G)" : "whole number (0 or more)");
         return -1;
     }
     if (s->k == T_INT) {

@@ -228,6 +228,12 @@ class T01_Cli(unittest.TestCase):
         rc, out, err = H.leakd_cli(self.db, "key", "rotate", "3")
         self.assertEqual(rc, 2)
         self.assertIn("key: use `key create APP ingest|read`", err)
+        # a bad setting is refused before anything starts, naming the setting and the value
+        rc, out, err = H.leakd_cli(self.db, "serve", "--workers", "-3")
+        self.assertEqual((rc, err), (2, 'leakd: --workers: "-3" is not a whole number (0 or more)\n'))
+        rc, out, err = H.leakd_cli(self.db, "serve", "--max-upload-bytes", "5X")
+        self.assertEqual(rc, 2)
+        self.assertIn('--max-upload-bytes: "5X" is not a size', err)
         self.assertEqual(rows(self.db, "SELECT id, kind, app_id IS NULL, revoked_at IS NOT NULL FROM api_keys ORDER BY id"),
                          [["1", "ingest", "f", "f"], ["2", "read", "f", "f"], ["3", "read", "f", "t"],
                           [str(admin_id), "admin", "t", "f"]])
