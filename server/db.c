@@ -101,6 +101,17 @@ const char *ld_db_error(const ld_db *db)
     return db->err;
 }
 
+void ld_db_describe(const ld_db *db, char *out, size_t cap)
+{
+    if (!db || !db->conn || PQstatus(db->conn) != CONNECTION_OK) {
+        snprintf(out, cap, "(not connected)");
+        return;
+    }
+    int v = PQserverVersion(db->conn); /* major * 10000 + minor since PostgreSQL 10 */
+    snprintf(out, cap, "%s on %s:%s as %s (PostgreSQL %d.%d)", PQdb(db->conn), PQhost(db->conn), PQport(db->conn),
+             PQuser(db->conn), v / 10000, v % 10000);
+}
+
 const char *ld_db_sqlstate(const ld_db *db)
 {
     return db ? db->sqlstate : "";

@@ -36,6 +36,10 @@ ld_status ld_db_check(ld_db *db);
 /* The last error's text (from libpq or the module that failed), for logs. Never NULL. */
 const char *ld_db_error(const ld_db *db);
 
+/* "DB on HOST:PORT as USER (PostgreSQL MAJOR.MINOR)" into out[0..cap), for the log at start:
+ * which database a server uses, without the password a URL may hold. */
+void ld_db_describe(const ld_db *db, char *out, size_t cap);
+
 /* Runs `sql` with `n` text parameters (NULL = SQL NULL). A statement with parameters is
  * prepared once per session (and again every 30 s, so no plan outlives a table's growth);
  * one without is sent as it is. On success *out is the result

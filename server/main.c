@@ -221,6 +221,11 @@ static int serve(ld_server *s) {
     int latest = 0;
     ld_status st = ld_migrations_latest(c->migrations_dir, &latest, err, sizeof err);
     if (st == LD_OK) st = ld_schema_check(db, latest, err, sizeof err);
+    if (st == LD_OK) {
+        char where[512];
+        ld_db_describe(db, where, sizeof where);
+        ld_info("database %s, schema version %d", where, latest);
+    }
     ld_db_close(db);
     if (st != LD_OK) {
         ld_error("%s", err);

@@ -23,6 +23,7 @@ import tempfile
 import threading
 import time
 import unittest
+import urllib.parse
 import uuid
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -560,7 +561,8 @@ class T02_Ingest(ServerCase):
 
     def test_refusals_400(self):
         body = json.dumps(INPUTS.traces_json("listener_list")).encode()
-        heap = open(INPUTS.stripped("listener_list"), "rb").read()
+        with open(INPUTS.stripped("listener_list"), "rb") as f:
+            heap = f.read()
 
         def m(**kw):
             return json.dumps(H.make_meta("alpha", mode="traces", **kw)).encode()
@@ -845,6 +847,10 @@ class T02_Ingest(ServerCase):
                               r"batch_wait=[0-9.]+ms batch=[0-9.]+ms\n")
         # one line a request: none more for the report
         self.assertNotIn("was already stored", log)
+        # and the start says which database it uses (not the URL, which may hold a password)
+        db = urllib.parse.urlsplit(self.db)
+        self.assertRegex(log, r"info: database %s on %s:%d as %s \(PostgreSQL 1\d\.\d+\), schema version \d+\n"
+                         % (re.escape(db.path.lstrip("/")), re.escape(db.hostname), db.port, re.escape(db.username)))
         self.assertEqual(len(re.findall(r"POST /v1/reports 202 .* report=[0-9a-f-]{36} (?:heap|traces) accepted", log)),
                          len(re.findall(r"POST /v1/reports 202 ", log)))
         self.assertEqual(after['leakd_reports{status="done"}'],
@@ -853,6 +859,7 @@ class T02_Ingest(ServerCase):
         conn.request("GET", "/other")
         resp = conn.getresponse()
         API.check_response("GET", "/metrics", resp.status, H._Headers(resp.getheaders()), resp.read())
+        conn.close()
         self.assertEqual(resp.status, 404)
         # /metrics is not on the API address
         self.assertEqual(self.http.get("/metrics", check=False).status, 404)
