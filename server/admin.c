@@ -7,6 +7,7 @@
 #include "migrate.h"
 
 #include <inttypes.h>
+#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -45,9 +46,15 @@ static int exit_code(ld_status st)
     }
 }
 
-static int usage_error(FILE *errout, const char *what)
+/* "leakd: <what>" (a printf format), then the usage. */
+__attribute__((format(printf, 2, 3))) static int usage_error(FILE *errout, const char *what, ...)
 {
-    fprintf(errout, "leakd: %s\n", what);
+    va_list ap;
+    va_start(ap, what);
+    fputs("leakd: ", errout);
+    vfprintf(errout, what, ap);
+    fputc('\n', errout);
+    va_end(ap);
     ld_admin_usage(errout);
     return LD_EXIT_USAGE;
 }
@@ -272,9 +279,7 @@ int ld_admin_main(const char *db_url, const char *migrations_dir, int argc, char
         return usage_error(errout, "key: use `key create APP ingest|read`, `key create --admin` or "
                                    "`key revoke KEY_ID`");
     } else {
-        fprintf(errout, "leakd: unknown command \"%.80s\"\n", argv[0]);
-        ld_admin_usage(errout);
-        return LD_EXIT_USAGE;
+        return usage_error(errout, "unknown command \"%.80s\"", argv[0]);
     }
 
     rc = open_db(db_url, migrations_dir, cmd != MIGRATE, &db, errout);
