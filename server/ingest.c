@@ -527,6 +527,13 @@ void ld_ingest_begin(ld_req *r) {
     }
     char boundary[80];
     if (body_boundary(r, boundary, sizeof boundary) != 0) return;
+    /* A body framed by Transfer-Encoding is read by it, whatever Content-Length says: the
+     * length judged below would not be the length read (RFC 9112 §6.3 lets a server refuse). */
+    if (ld_req_header(r, "Transfer-Encoding")) {
+        ld_respond_error(r, 411, "length_required",
+                         "a body sent with Transfer-Encoding (chunked) is not accepted; send Content-Length");
+        return;
+    }
     const char *clen = ld_req_header(r, "Content-Length");
     if (!clen) {
         ld_respond_error(r, 411, "length_required", "Content-Length is required");

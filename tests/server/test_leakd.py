@@ -506,6 +506,31 @@ class T02_Ingest(ServerCase):
         API.check_response("POST", "/v1/reports", r.status, r.headers, r.body)
         self.assertError(r, 411, "length_required")
 
+    def test_refusal_411_chunked_body_with_a_length(self):
+        # Both headers: the body is read chunked, so the length judged on the headers (413,
+        # quota, disk, memory) would not bound what is read. Refused whatever the length says.
+        meta = H.make_meta("alpha", mode="heap")
+        body, ctype = H.multipart(meta, b"x" * 200000, "heap", "application/octet-stream")
+        s = socket.create_connection(("127.0.0.1", self.server.port), timeout=10)
+        s.sendall(b"POST /v1/reports HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\nContent-Type: %s\r\n"
+                  b"Content-Length: 1000\r\nTransfer-Encoding: chunked\r\n\r\n" % (self.app.ingest.encode(), ctype.encode()))
+        try:
+            s.sendall(b"%x\r\n%s\r\n0\r\n\r\n" % (len(body), body))
+        except OSError:
+            pass
+        head = b""
+        while b"\r\n\r\n" not in head or not head.rstrip().endswith(b"}"):
+            part = s.recv(65536)
+            if not part:
+                break
+            head += part
+        s.close()
+        text = head.decode("latin-1")
+        self.assertTrue(text.startswith("HTTP/1.1 411 "), text[:300])
+        self.assertIn('"length_required"', text)
+        self.assertIn("Transfer-Encoding", text)
+        self.assertIsNone(self.report_row(meta["report_id"]))
+
     def test_refusal_413_is_answered_before_the_body(self):
         limit = 1 << 30  # the default LEAKD_MAX_UPLOAD_BYTES
         s = socket.create_connection(("127.0.0.1", self.server.port), timeout=10)
