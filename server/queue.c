@@ -36,7 +36,7 @@ ld_status ld_job_claim(ld_db *db, const char *owner, int lease_seconds, ld_job *
                     "WITH next AS ("
                     "  SELECT app_id, id FROM reports"
                     "  WHERE status IN ('queued', 'analyzing')"
-                    "    AND (status = 'queued' OR lease_until IS NULL OR lease_until < now())"
+                    "    AND (lease_until IS NULL OR lease_until < now())"
                     "  ORDER BY received_at, id LIMIT 1 FOR UPDATE SKIP LOCKED)"
                     " UPDATE reports r SET status = 'analyzing', attempts = r.attempts + 1,"
                     "   lease_owner = $1, lease_until = now() + make_interval(secs => $2::int)"
@@ -111,6 +111,17 @@ ld_status ld_job_release(ld_db *db, const ld_job *job, const char *owner, int re
                          "UPDATE reports SET status = 'queued', lease_owner = NULL, lease_until = NULL,"
                          " attempts = GREATEST(attempts - $5::int, 0)" LEASE_IS_OURS,
                          1, p);
+}
+
+ld_status ld_job_defer(ld_db *db, const ld_job *job, const char *owner, const char *error, int seconds) {
+    char secs[16];
+    snprintf(secs, sizeof secs, "%d", seconds);
+    const char *p[] = {error ? error : "", secs};
+    return leased_update(db, job, owner,
+                         "UPDATE reports SET status = 'queued', error = $5, lease_owner = NULL,"
+                         " lease_until = now() + make_interval(secs => $6::int), attempts = GREATEST(attempts - 1, 0)"
+                         LEASE_IS_OURS,
+                         2, p);
 }
 
 ld_status ld_job_fail(ld_db *db, const ld_job *job, const char *owner, const char *error, int permanent,

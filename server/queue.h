@@ -26,7 +26,8 @@ typedef struct ld_job {
 void ld_job_clear(ld_job *job); /* frees the strings, zeroes the job; NULL is a no-op */
 
 /* Claims, in one statement, the oldest report (by received_at) that is 'queued' or
- * 'analyzing' with an expired lease, skipping rows other workers hold locked: status
+ * 'analyzing' with an expired lease (a 'queued' one deferred by ld_job_defer once its time
+ * has come), skipping rows other workers hold locked: status
  * 'analyzing', attempts + 1, lease_owner = `owner` ("host:pid"), lease_until = now() +
  * `lease_seconds`. Overwrites *job (clear a previous job first) and fills it on LD_OK
  * (ld_job_clear it); on any error *job is zeroed. LD_ERR_NOT_FOUND when nothing is claimable.
@@ -42,6 +43,11 @@ ld_status ld_job_renew(ld_db *db, const ld_job *job, const char *owner, int leas
 /* Puts the job back to 'queued' and clears the lease; `refund` = 1 gives back the attempt
  * (shutdown: the analysis was killed, not at fault). LD_ERR_NOT_FOUND when not ours. */
 ld_status ld_job_release(ld_db *db, const ld_job *job, const char *owner, int refund);
+
+/* Puts the job back to 'queued' with `error` and the attempt given back, claimable again only
+ * after `seconds` (lease_until holds the time): for a cause outside the dump that will not be
+ * gone a moment later, such as a full disk. LD_ERR_NOT_FOUND when not ours. */
+ld_status ld_job_defer(ld_db *db, const ld_job *job, const char *owner, const char *error, int seconds);
 
 /* Records a failed attempt with `error`: 'failed' when `permanent` (e.g. a parse error) or
  * attempts >= `max_attempts`, else back to 'queued' (the error text is kept). Lease cleared.

@@ -50,7 +50,10 @@ static double mono(void) {
     return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
 }
 
-enum { CHILD_OK = 0, CHILD_BAD_INPUT = 3, CHILD_IO = 4, CHILD_NOMEM = 5 };
+enum { CHILD_OK = 0, CHILD_BAD_INPUT = 3, CHILD_IO = 4, CHILD_NOMEM = 5, CHILD_NO_ROOM = 6 };
+/* A dump that needs more free disk than there is waits this long, without using an attempt:
+ * a full disk is rarely cleared within the seconds that three attempts in a row took. */
+#define NO_ROOM_RETRY_S 300
 
 /* The analysis child: writes the trace JSON, or the error message, to `out_path`. */
 /* VmData of this process in bytes (0 when unknown). */
@@ -87,18 +90,19 @@ static void child_analyze(const ld_config *cfg, const char *blob, const char *ou
         unsigned long long size = ZSTD_getFrameContentSize(head, n);
         if (size != ZSTD_CONTENTSIZE_UNKNOWN && size != ZSTD_CONTENTSIZE_ERROR) need = size;
     }
-    struct statvfs vfs;
-    if (need && statvfs(tmp_dir, &vfs) == 0 && (uint64_t)vfs.f_bavail * vfs.f_frsize < need + (256ull << 20)) {
-        fprintf(out, "not enough free disk in %s to decompress %llu bytes (%llu free)", tmp_dir, (unsigned long long)need,
-                (unsigned long long)vfs.f_bavail * vfs.f_frsize);
-        fclose(out);
-        _exit(CHILD_IO);
-    }
+    /* Over the cap is the dump's fault, for good; short of disk is the server's, for now. */
     if (need > cfg->max_decompressed) {
         fprintf(out, "the dump decompresses to %llu bytes, over the %llu-byte cap (LEAKD_MAX_DECOMPRESSED_BYTES)",
                 (unsigned long long)need, (unsigned long long)cfg->max_decompressed);
         fclose(out);
         _exit(CHILD_BAD_INPUT);
+    }
+    struct statvfs vfs;
+    if (need && statvfs(tmp_dir, &vfs) == 0 && (uint64_t)vfs.f_bavail * vfs.f_frsize < need + (256ull << 20)) {
+        fprintf(out, "not enough free disk in %s to decompress %llu bytes (%llu free)", tmp_dir, (unsigned long long)need,
+                (unsigned long long)vfs.f_bavail * vfs.f_frsize);
+        fclose(out);
+        _exit(CHILD_NO_ROOM);
     }
     lw_heap_options ho = {sizeof ho, cfg->max_decompressed, tmp_dir, NULL, NULL};
     lw_error err = {0};
@@ -269,6 +273,14 @@ static void run_job(const ld_config *cfg, ld_db *db, const char *owner, ld_job *
         snprintf(msg, sizeof msg, "the heap dump cannot be analyzed: %.600s", text ? text : "?");
         ld_warn("report %s: %s", job->report_id, msg);
         fail_job(db, job, owner, msg, 1, cfg->max_attempts);
+    } else if (WEXITSTATUS(status) == CHILD_NO_ROOM) {
+        snprintf(msg, sizeof msg, "%.500s; trying again in %d s", text ? text : "not enough free disk", NO_ROOM_RETRY_S);
+        sanitize(msg);
+        ld_warn("report %s: %s, without using an attempt", job->report_id, msg);
+        ld_metrics_analysis(metrics, LD_ANALYSIS_RELEASED, secs);
+        if (ld_job_defer(db, job, owner, msg, NO_ROOM_RETRY_S) != LD_OK)
+            ld_error("report %s: cannot put it back (%s); its lease will expire and it will be retried", job->report_id,
+                     ld_db_error(db));
     } else if (WEXITSTATUS(status) != CHILD_OK) {
         snprintf(msg, sizeof msg, "analysis failed (%s): %.500s",
                  WEXITSTATUS(status) == CHILD_NOMEM ? "over its memory budget" : "I/O error", text ? text : "?");
@@ -300,12 +312,13 @@ static void run_job(const ld_config *cfg, ld_db *db, const char *owner, ld_job *
             if (st == LD_OK) {
                 ld_info("report %s of %s: %zu leak group(s) in %.2f s", job->report_id, job->app_slug, rep->leak_count, secs);
                 ld_metrics_analysis(metrics, LD_ANALYSIS_DONE, secs);
-            }
-            if (st == LD_OK && !cfg->keep_blobs) {
                 /* Analyzed: the dump is not needed any more (LEAKD_KEEP_BLOBS=1 keeps it). */
-                if (unlink(blob) != 0 && errno != ENOENT) ld_warn("report %s: cannot delete %s: %s", job->report_id, blob, strerror(errno));
-                else if (ld_report_forget_blob(db, job->app_id, job->report_id) != LD_OK)
-                    ld_warn("report %s: blob deleted, but its path could not be cleared", job->report_id);
+                if (!cfg->keep_blobs) {
+                    if (unlink(blob) != 0 && errno != ENOENT)
+                        ld_warn("report %s: cannot delete %s: %s", job->report_id, blob, strerror(errno));
+                    else if (ld_report_forget_blob(db, job->app_id, job->report_id) != LD_OK)
+                        ld_warn("report %s: blob deleted, but its path could not be cleared", job->report_id);
+                }
             }
             else if (st == LD_ERR_NOT_FOUND)
                 ld_warn("report %s: finished after losing the lease; the result is dropped", job->report_id);

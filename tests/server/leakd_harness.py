@@ -783,6 +783,16 @@ class Inputs:
         """600 MB of zeros, zstd'd (a few tens of KB)."""
         return self.zstd_of("bomb.zst", "head -c 600M /dev/zero")
 
+    def claims_size(self, size):
+        """A 17-byte zstd frame whose header states `size` decompressed bytes (it holds none)."""
+        def make(out):
+            with open(out, "wb") as f:
+                # magic; descriptor: 8-byte content size, windowed; window 2 MiB; size; an
+                # empty last raw block
+                f.write(b"\x28\xb5\x2f\xfd\xc0\x58" + size.to_bytes(8, "little") + b"\x01\x00\x00")
+            return out
+        return self._once("claims-%d.zst" % size, make)
+
     def truncated_hprof(self):
         """A real dump cut at 1,000,000 bytes, zstd'd."""
         return self.zstd_of("truncated.hprof.zst", "head -c 1000000 %s" % os.path.join(DUMP_DIR, "listener_list.hprof"))

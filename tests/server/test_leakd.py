@@ -681,6 +681,17 @@ class T02_Ingest(ServerCase):
         self.assertEqual((g.json["status"], g.json["error"], g.json["leaks"]), ("failed", err, []))
         self.assertNoNewTmpFiles(before)
 
+    def test_stated_size_over_the_cap_fails_at_once(self):
+        # Judged on the frame's header before the free disk: a size no disk here has is the
+        # dump's fault (over the cap, for good), not a full disk to wait out.
+        app = self.new_app()
+        meta = H.make_meta(app.slug)
+        r = self.http.upload_file(app.ingest, meta, INPUTS.claims_size(1 << 40))
+        self.assertEqual(r.status, 202, r)
+        st, attempts, err, owner = self.wait_report(meta["report_id"], timeout=60)
+        self.assertEqual((st, attempts), ("failed", "1"), err)
+        self.assertIn("decompresses to %d bytes, over the %d-byte cap" % (1 << 40, 64 << 20), err)
+
     def test_truncated_hprof_fails_at_once_naming_the_offset(self):
         app = self.new_app()
         before = self.tmp_snapshot()
@@ -1401,6 +1412,45 @@ class T05c_IngestMemory(ServerCase):
         self.assertEqual(srv.proc.wait(timeout=10), 0)
         self.assertEqual(H.psql(self.db, "SELECT count(*) FROM reports WHERE id IN ('%s', '%s')"
                                 % (meta_a["report_id"], meta_b["report_id"])), [["1"]])
+
+
+# =============================================================================================
+class T05d_KeepBlobsAndFullDisk(ServerCase):
+    workers = 1
+    settings = {"keep_blobs": 1, "max_decompressed_bytes": 1 << 60}
+
+    def test_kept_blob_after_success_and_no_false_error(self):
+        app = self.new_app()
+        meta = H.make_meta(app.slug)
+        r = self.http.upload_file(app.ingest, meta, INPUTS.stripped("listener_list"))
+        self.assertEqual(r.status, 202, r)
+        self.assertEqual(self.wait_report(meta["report_id"])[0], "done")
+        path = H.psql(self.db, "SELECT blob_path FROM reports WHERE id = '%s'" % meta["report_id"])[0][0]
+        self.assertTrue(os.path.isfile(os.path.join(self.server.data_dir, path)), path)
+        log = self.server.log()
+        self.assertIn("report %s of %s: 1 leak group(s)" % (meta["report_id"], app.slug), log)
+        self.assertNotIn("report %s: cannot store the result" % meta["report_id"], log)
+
+    def test_not_enough_disk_waits_without_using_an_attempt(self):
+        # 2^50 bytes fit under this server's cap but on no disk here: the report goes back to
+        # the queue with the reason, its attempt given back, not to be claimed for 300 s.
+        app = self.new_app()
+        meta = H.make_meta(app.slug)
+        r = self.http.upload_file(app.ingest, meta, INPUTS.claims_size(1 << 50))
+        self.assertEqual(r.status, 202, r)
+        row = H.wait_for(lambda: (lambda r: r if r and r[2] else None)(
+            self.report_row(meta["report_id"], "status, attempts, error, lease_owner,"
+                            " round(extract(epoch FROM lease_until - now()))")), 60, what="the report deferred")
+        self.assertEqual(row[:2], ["queued", "0"], row)
+        self.assertRegex(row[2], r"^not enough free disk in .* to decompress %d bytes \(\d+ free\); trying again in 300 s$"
+                         % (1 << 50))
+        self.assertIsNone(row[3])
+        self.assertGreater(int(row[4]), 280)
+        time.sleep(2)  # the worker polls; it must not take the report again meanwhile
+        self.assertEqual(self.report_row(meta["report_id"], "status, attempts")[:2], ["queued", "0"])
+        g = self.http.get("/v1/reports/" + meta["report_id"], key=app.read)
+        self.assertEqual((g.status, g.json["status"]), (200, "queued"), g)
+        self.assertEqual(self.server.log().count("report %s of %s: analyzing" % (meta["report_id"], app.slug)), 1)
 
 
 # =============================================================================================
