@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <unistd.h>
 #include <zstd.h>
+#include <zstd_errors.h>
 
 int lw_is_zstd_file(const char *path) {
     int fd = open(path, O_RDONLY | O_CLOEXEC);
@@ -91,6 +92,12 @@ lw_status lw_zstd_decompress_file(const char *in_path, const char *out_path, uin
         while (ib.pos < ib.size) {
             ZSTD_outBuffer ob = {obuf, out_cap, 0};
             last = ZSTD_decompressStream(dctx, &ob, &ib);
+            if (ZSTD_isError(last) && ZSTD_getErrorCode(last) == ZSTD_error_memory_allocation) {
+                /* the frame's window did not fit the memory there is: not the data's fault */
+                st = lw__fail(err, LW_ERR_NOMEM, "%s: out of memory decompressing near compressed offset %llu", in_path,
+                              (unsigned long long)(consumed + ib.pos));
+                goto out;
+            }
             if (ZSTD_isError(last)) {
                 st = lw__fail(err, LW_ERR_FORMAT, "%s: zstd data corrupt near compressed offset %llu: %s", in_path,
                               (unsigned long long)(consumed + ib.pos), ZSTD_getErrorName(last));

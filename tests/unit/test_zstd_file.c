@@ -9,7 +9,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -141,6 +143,37 @@ static void test_truncated_and_corrupt_zstd_are_format_errors(void **state) {
     hb_free(b);
 }
 
+/* A frame whose 2 GiB window does not fit the memory the process may have: out of memory,
+ * not "corrupt" (the worker fails a corrupt dump for good, but retries an out-of-memory one). */
+static void test_window_over_the_memory_limit_is_nomem(void **state) {
+    (void)state;
+#if defined(__SANITIZE_ADDRESS__)
+    skip(); /* ASan's allocator aborts on a failed allocation instead of returning NULL */
+#else
+    /* magic; descriptor: no content size, windowed; window 2^31; a last raw block of 1 byte */
+    static const uint8_t frame[] = {0x28, 0xb5, 0x2f, 0xfd, 0x00, 0xa8, 0x09, 0x00, 0x00, 'x'};
+    char *z = hb_temp_path(".zst"), *out = hb_temp_path(".out");
+    write_file(z, frame, sizeof frame);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        struct rlimit lim = {512u << 20, 512u << 20};
+        setrlimit(RLIMIT_DATA, &lim);
+        lw_error err = {0};
+        lw_status st = lw_zstd_decompress_file(z, out, 1ull << 40, &err);
+        _exit(st == LW_ERR_NOMEM && strstr(err.message, "out of memory") ? 0 : 10 + (int)st);
+    }
+    int status = 0;
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    assert_true(WIFEXITED(status));
+    assert_int_equal(WEXITSTATUS(status), 0);
+    unlink(z);
+    unlink(out);
+    free(z);
+    free(out);
+#endif
+}
+
 static void test_heap_open_reads_a_zstd_dump_like_the_plain_one(void **state) {
     (void)state;
     hb *b = hb_new(HB_ANDROID, 4);
@@ -193,6 +226,7 @@ int main(void) {
         cmocka_unit_test(test_compress_decompress_round_trip),
         cmocka_unit_test(test_decompression_bomb_hits_cap_and_output_is_removed),
         cmocka_unit_test(test_truncated_and_corrupt_zstd_are_format_errors),
+        cmocka_unit_test(test_window_over_the_memory_limit_is_nomem),
         cmocka_unit_test(test_heap_open_reads_a_zstd_dump_like_the_plain_one),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
