@@ -187,6 +187,14 @@ static void list_groups(ld_req *r, ld_db *db, int64_t app_id, const char *versio
     snprintf(sql + n, sizeof sql - (size_t)n, by_occ ? " ORDER BY g.occurrences DESC, g.id DESC LIMIT $2" : " ORDER BY g.last_seen DESC, g.id DESC LIMIT $2");
     PGresult *res = NULL;
     ld_status st = ld_db_exec(db, &res, sql, np, params);
+    if (st == LD_ERR_INVALID && cursor) {
+        /* a well-formed cursor whose value is not of this sort (one from the other order, or
+         * made by hand): PostgreSQL refused the cast */
+        PQclear(res);
+        ld_respond_error(r, 400, "bad_request", "invalid cursor for sort=%s (a cursor continues the listing it came from)",
+                         by_occ ? "occurrences" : "last_seen");
+        return;
+    }
     if (st != LD_OK) {
         db_error(r, st, "listing leaks");
         return;
@@ -448,7 +456,11 @@ void ld_api_dispatch(ld_req *r) {
     } else if (n == 6 && strcmp(seg[3], "versions") == 0 && strcmp(seg[5], "leaks") == 0 && get) {
         r->route = LD_ROUTE_VERSION_LEAKS;
         const char *nw = arg(r, "new");
-        list_groups(r, db, app_id, seg[4], nw && (strcmp(nw, "true") == 0 || strcmp(nw, "1") == 0));
+        int only_new = nw && (strcmp(nw, "true") == 0 || strcmp(nw, "1") == 0);
+        if (nw && !only_new && strcmp(nw, "false") != 0 && strcmp(nw, "0") != 0)
+            ld_respond_error(r, 400, "bad_request", "new must be true, 1, false or 0");
+        else
+            list_groups(r, db, app_id, seg[4], only_new);
     } else if (n == 5 && strcmp(seg[3], "leaks") == 0) {
         ld_respond_error(r, 400, "bad_request", "a signature is 40 lower-case hex digits");
     } else {

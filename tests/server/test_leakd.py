@@ -1063,6 +1063,18 @@ class T04_Api(ServerCase):
                   "?cursor=zz", "?cursor=abc", "?cursor=" + "41" * 10):
             with self.subTest(q):
                 self.assertError(self.http.get("/v1/apps/apiapp/leaks" + q, key=self.a.read), 400, "bad_request")
+        # well-formed cursors of the wrong kind: one from sort=occurrences reused without it, a
+        # value that is no time, an id past bigint (PostgreSQL refused them: was a 500)
+        occ_cursor = self.http.get("/v1/apps/apiapp/leaks?sort=occurrences&limit=1", key=self.a.read).json["next_cursor"]
+        self.assertIsNotNone(occ_cursor)
+        for c in (occ_cursor, b"abc|1".hex(), b"2026-01-01 00:00:00+00|99999999999999999999".hex()):
+            with self.subTest(c):
+                r = self.http.get("/v1/apps/apiapp/leaks?cursor=" + c, key=self.a.read)
+                self.assertError(r, 400, "bad_request")
+                self.assertIn("invalid cursor for sort=last_seen", r.json["error"]["message"])
+        r = self.http.get("/v1/apps/apiapp/versions/1.0/leaks?new=yes", key=self.a.read)
+        self.assertError(r, 400, "bad_request")
+        self.assertEqual(self.http.get("/v1/apps/apiapp/versions/1.0/leaks?new=false", key=self.a.read).status, 200)
         self.assertError(self.http.get("/v1/apps/apiapp/leaks/NOTASIG", key=self.a.read), 400, "bad_request")
         self.assertError(self.http.get("/v1/apps/apiapp/leaks/" + "A" * 40, key=self.a.read), 400, "bad_request")
         self.assertError(self.http.get("/v1/reports/" + str(uuid.uuid4()), key=self.admin), 400, "bad_request")
