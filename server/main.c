@@ -265,8 +265,10 @@ static int serve(ld_server *s) {
     }
     ld_info("leakd %s serving on %s (metrics %s), %d worker(s), data in %s", LEAKD_VERSION, c->listen, c->metrics_listen,
             c->workers, c->data_dir);
+    /* The first purge runs at once: mono() counts from boot, so "last purged at 0" would wait
+     * for the host's first hour of uptime. */
     double last_keys = mono(), last_purge = 0;
-    int purge_more = 0;
+    int purge_more = 0, purged_once = 0;
     int64_t purged = 0;
     for (;;) {
         struct timespec tick = {1, 0};
@@ -304,8 +306,9 @@ static int serve(ld_server *s) {
             last_keys = mono();
             ld_auth_refresh(s->auth);
         }
-        if (purge_more || mono() - last_purge >= 3600) {
+        if (purge_more || !purged_once || mono() - last_purge >= 3600) {
             if (!purge_more) last_purge = mono();
+            purged_once = 1;
             purge_more = purge_old(s, &purged);
         }
     }

@@ -1465,6 +1465,22 @@ class T05d_KeepBlobsAndFullDisk(ServerCase):
         self.assertEqual(self.server.log().count("report %s of %s: analyzing" % (meta["report_id"], app.slug)), 1)
 
 
+    def test_retention_purges_at_start(self):
+        # A report past LEAKD_RETENTION_DAYS is deleted by a leakd that starts, not an hour later
+        # (the first purge waited for an hour of the host's uptime).
+        app = self.new_app()
+        meta, r = self.upload_traces(app, INPUTS.traces_json("listener_list"))
+        self.assertEqual(r.status, 202, r)
+        H.psql(self.db, "UPDATE reports SET received_at = now() - interval '91 days' WHERE id = '%s'" % meta["report_id"])
+        srv = H.Leakd(self.db, workers=1, retention_days=90)
+        self.addCleanup(srv.cleanup)
+        srv.start()
+        H.wait_for(lambda: self.report_row(meta["report_id"]) is None, 15, what="the old report to be purged")
+        self.assertEqual(H.psql(self.db, "SELECT count(*) FROM occurrences WHERE report_id = '%s'" % meta["report_id"]),
+                         [["0"]])
+        H.wait_for(lambda: "retention: deleted 1 report(s) older than 90 days" in srv.log(), 5, what="the purge's log line")
+
+
 # =============================================================================================
 class T06_AnalysisTimeout(ServerCase):
     workers = 1
