@@ -230,10 +230,13 @@ static ld_status session_setup(ld_db *db)
 ld_db *ld_db_connect(const char *url, char *err, size_t err_cap)
 {
     /* Ours first, the URL last: libpq keeps the last value of a repeated keyword, so
-     * whatever the URL says wins (application_name, connect_timeout, options). */
-    const char *const keys[] = {"application_name", "connect_timeout", "options",
-                                "client_encoding", "dbname", NULL};
-    const char *vals[] = {"leakd", "5", "-c TimeZone=UTC", "UTF8", url, NULL};
+     * whatever the URL says wins (application_name, connect_timeout, options, keepalives...). */
+    const char *const keys[] = {"application_name", "connect_timeout", "options", "client_encoding",
+                                "keepalives", "keepalives_idle", "keepalives_interval", "keepalives_count",
+                                "dbname", NULL};
+    /* TCP keepalives: a server gone behind a network partition is found within ~25 s instead
+     * of the kernel's two hours, while a query waits for its answer. */
+    const char *vals[] = {"leakd", "5", "-c TimeZone=UTC", "UTF8", "1", "10", "5", "3", url, NULL};
     ld_db *db = NULL;
 
     if (err && err_cap)

@@ -3,6 +3,7 @@
 #define _GNU_SOURCE
 #include <dirent.h>
 #include <errno.h>
+#include <pthread.h>
 #include <signal.h>
 #include <spawn.h>
 #include <stdio.h>
@@ -51,7 +52,7 @@ static const char usage[] =
 /* ---- serve ------------------------------------------------------------------------------- */
 
 typedef struct {
-    pid_t pid;
+    _Atomic(pid_t) pid; /* read by the stop watch too */
     double started;
     int restarts;
 } worker_slot;
@@ -60,6 +61,48 @@ static double mono(void) {
     struct timespec t;
     clock_gettime(CLOCK_MONOTONIC, &t);
     return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
+}
+
+/* SIGTERM and SIGINT are taken by a thread of their own, which wakes the main loop and then
+ * keeps the shutdown's promise. A PostgreSQL that stops answering without closing its
+ * connections (hung, or behind a network partition) leaves libpq waiting with no limit: the
+ * main loop (refreshing keys), requests, writers and workers waiting on it would otherwise
+ * hold leakd past LEAKD_SHUTDOWN_TIMEOUT, or for ever. Their reports are safe: nothing
+ * uncommitted was answered. */
+typedef struct {
+    pthread_t main_thread;
+    _Atomic int sig; /* SIGTERM or SIGINT, once one came */
+    int timeout_s;
+    worker_slot *workers;
+    int n;
+} stopper;
+
+static void *stop_watch(void *arg) {
+    stopper *w = arg;
+    pthread_setname_np(pthread_self(), "leakd-signals");
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGTERM);
+    sigaddset(&set, SIGINT);
+    int sig = 0;
+    while (sigwait(&set, &sig) != 0) {
+    }
+    atomic_store(&w->sig, sig);
+    pthread_kill(w->main_thread, SIGUSR1); /* out of its sigtimedwait */
+    double at = mono() + w->timeout_s + 3, left;
+    while ((left = at - mono()) > 0) {
+        struct timespec t = {(time_t)left, (long)((left - (double)(time_t)left) * 1e9)};
+        nanosleep(&t, NULL);
+    }
+    ld_error("shutdown: not done %d s after %s (is PostgreSQL answering?); killing the workers and exiting; "
+             "requests still waiting get no answer and their clients retry",
+             w->timeout_s + 3, sig == SIGTERM ? "SIGTERM" : "SIGINT");
+    for (int i = 0; i < w->n; i++) {
+        pid_t pid = w->workers[i].pid;
+        if (pid > 0) kill(pid, SIGKILL);
+    }
+    ld_log_writer_stop();
+    _exit(1);
 }
 
 static pid_t spawn_worker(void) {
@@ -200,7 +243,10 @@ static int serve(ld_server *s) {
     sigaddset(&sigs, SIGINT);
     sigaddset(&sigs, SIGCHLD);
     sigaddset(&sigs, SIGHUP);
+    sigaddset(&sigs, SIGUSR1);
     pthread_sigmask(SIG_BLOCK, &sigs, NULL);
+    sigdelset(&sigs, SIGTERM); /* the stop watch's (stop_watch) */
+    sigdelset(&sigs, SIGINT);
     int rc = ld_log_writer_start();
     if (rc != 0) ld_warn("log lines are written by each thread itself: %s", strerror(rc));
     snprintf(s->blob_dir, sizeof s->blob_dir, "%s/blobs", c->data_dir);
@@ -270,10 +316,21 @@ static int serve(ld_server *s) {
     double last_keys = mono(), last_purge = 0;
     int purge_more = 0, purged_once = 0;
     int64_t purged = 0;
+    stopper stop = {pthread_self(), 0, c->shutdown_timeout_s, workers, c->workers};
+    pthread_t stop_thread;
+    int stop_rc = pthread_create(&stop_thread, NULL, stop_watch, &stop), stop_up = stop_rc == 0;
+    if (!stop_up) {
+        /* without it SIGTERM would stay pending for ever */
+        ld_error("cannot start the signal thread: %s; a shutdown will wait for PostgreSQL", strerror(stop_rc));
+        sigaddset(&sigs, SIGTERM);
+        sigaddset(&sigs, SIGINT);
+    }
     for (;;) {
         struct timespec tick = {1, 0};
         int sig = sigtimedwait(&sigs, NULL, &tick);
-        if (sig == SIGTERM || sig == SIGINT) {
+        if (sig == SIGTERM || sig == SIGINT) atomic_store(&stop.sig, sig);
+        if (atomic_load(&stop.sig)) {
+            sig = atomic_load(&stop.sig);
             ld_info("%s: shutting down (up to %d s)", sig == SIGTERM ? "SIGTERM" : "SIGINT", c->shutdown_timeout_s);
             break;
         }
@@ -340,6 +397,10 @@ static int serve(ld_server *s) {
         }
         struct timespec nap = {0, 50 * 1000 * 1000};
         nanosleep(&nap, NULL);
+    }
+    if (stop_up) {
+        pthread_cancel(stop_thread); /* asleep in nanosleep, a cancellation point */
+        pthread_join(stop_thread, NULL);
     }
     free(workers);
     ld_auth_free(s->auth);

@@ -143,7 +143,38 @@ class Cluster:
                                   "-l", os.path.join(self.dir, "server.log"), "-w", "-t", "30", "-s", "-o", opts,
                                   "start"]), check=True, timeout=60, capture_output=True)
 
+    def _pids(self):
+        """The postmaster and its children (backends, checkpointer, ...)."""
+        with open(os.path.join(self.dir, "data", "postmaster.pid")) as f:
+            pm = int(f.readline())
+        pids = [pm]
+        for p in os.listdir("/proc"):
+            if p.isdigit():
+                try:
+                    with open("/proc/%s/stat" % p) as f:
+                        if int(f.read().rsplit(")", 1)[1].split()[1]) == pm:
+                            pids.append(int(p))
+                except (OSError, IndexError, ValueError):
+                    pass
+        return pids
+
+    def freeze(self):
+        """Stops every process of this cluster (SIGSTOP): a server that hangs with its
+        connections open, which no client notices by itself."""
+        self._frozen = self._pids()
+        for p in self._frozen:
+            os.kill(p, signal.SIGSTOP)
+
+    def thaw(self):
+        for p in getattr(self, "_frozen", []):
+            try:
+                os.kill(p, signal.SIGCONT)
+            except ProcessLookupError:
+                pass
+        self._frozen = []
+
     def destroy(self):
+        self.thaw()
         subprocess.run([PG_CLUSTER_SH, "stop", self.dir], capture_output=True, timeout=120)
         shutil.rmtree(self.dir, ignore_errors=True)
 

@@ -1561,15 +1561,21 @@ class T07_WorkerLifecycle(ServerCase):
         self.assertEqual(self.report_row(rid)[:2], ["analyzing", attempts])
         return rid, worker, child, int(attempts)
 
-    def test_only_the_supervisor_thread_takes_signals(self):
+    def test_only_the_signal_thread_takes_signals(self):
         """SIGTERM and SIGINT are blocked in every thread of leakd serve but the one that waits
-        for them (in sigtimedwait, which unblocks them while it waits): a thread that did not
-        block SIGTERM could be handed it between two waits, and die of it with the process."""
+        for them (leakd-signals, in sigwait, which unblocks them while it waits): a thread that
+        did not block SIGTERM could be handed it between two waits, and die of it with the
+        process."""
         pid = self.server.proc.pid
         tids = sorted(int(t) for t in os.listdir("/proc/%d/task" % pid))
         self.assertGreater(len(tids), 5)  # event threads, report writers, the log writer, ...
+        names = {}
         for tid in tids:
-            if tid == pid:
+            with open("/proc/%d/task/%d/comm" % (pid, tid)) as f:
+                names[tid] = f.read().strip()
+        self.assertEqual(list(names.values()).count("leakd-signals"), 1, names)
+        for tid in tids:
+            if names[tid] == "leakd-signals":
                 continue
             with open("/proc/%d/task/%d/status" % (pid, tid)) as f:
                 blocked = int(next(l for l in f if l.startswith("SigBlk:")).split()[1], 16)
@@ -1658,6 +1664,21 @@ class T07_WorkerLifecycle(ServerCase):
         self.assertEqual((st, attempts2), ("done", "1"), err)
 
 
+def _quietly(fn):
+    try:
+        fn()
+    except Exception:  # the test is about the server; this call's own end does not matter
+        pass
+
+
+def _alive(pid):
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            return f.read().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
+    except OSError:
+        return False
+
+
 def _kill_quietly(pid):
     try:
         os.kill(pid, signal.SIGKILL)
@@ -1719,6 +1740,30 @@ class T08_DatabaseDown(unittest.TestCase):
         self.addCleanup(srv.cleanup)
         srv.start()
         return cluster, db, app, srv, H.Client(srv.port, API)
+
+    def test_sigterm_with_a_hung_database_keeps_the_shutdown_timeout(self):
+        # PostgreSQL hangs with its connections open (SIGSTOP): libpq waits with no limit.
+        # SIGTERM must still end leakd within LEAKD_SHUTDOWN_TIMEOUT (+3 s), not when the
+        # database comes back: it exits 1 and says why.
+        cluster, db, app, srv, http_ = self.own_cluster_and_leakd("hung", workers=1, shutdown_timeout=2)
+        doc = json.dumps(INPUTS.traces_json("listener_list")).encode()
+        self.assertEqual(http_.upload(app.ingest, H.make_meta("hung", mode="traces"), doc, "traces", "application/json").status, 202)
+        cluster.freeze()
+        self.addCleanup(cluster.thaw)
+        stuck = threading.Thread(target=lambda: _quietly(lambda: http_.upload(
+            app.ingest, H.make_meta("hung", mode="traces"), doc, "traces", "application/json", timeout=30)), daemon=True)
+        stuck.start()
+        time.sleep(11)  # past the next key refresh (every 10 s), which the main loop waits for
+        workers = srv.worker_pids()
+        self.assertEqual(len(workers), 1)
+        t0 = time.monotonic()
+        srv.proc.send_signal(signal.SIGTERM)
+        rc = srv.proc.wait(timeout=20)
+        took = time.monotonic() - t0
+        self.assertEqual(rc, 1)
+        self.assertLess(took, 2 + 3 + 2, "took %.1f s" % took)
+        self.assertIn("shutdown: not done 5 s after SIGTERM (is PostgreSQL answering?)", srv.log())
+        H.wait_for(lambda: not _alive(workers[0]), 5, what="the worker killed")
 
     def test_database_outage_and_recovery(self):
         cluster, db, app, srv, http_ = self.own_cluster_and_leakd("down", workers=1)
