@@ -483,6 +483,9 @@ char *ld_metrics_render(ld_server *s) {
     fprintf(f, "leakd_upload_bytes_total %llu\n", (unsigned long long)atomic_load(&m->upload_bytes));
     fprintf(f, "# HELP leakd_unavailable_total Requests answered 503.\n# TYPE leakd_unavailable_total counter\n");
     fprintf(f, "leakd_unavailable_total %llu\n", (unsigned long long)atomic_load(&m->unavailable));
+    fprintf(f, "# HELP leakd_header_timeouts_total Connections closed for sending no whole request within "
+               "LEAKD_HEADER_TIMEOUT (idle keep-alive ones among them).\n# TYPE leakd_header_timeouts_total counter\n");
+    fprintf(f, "leakd_header_timeouts_total %llu\n", (unsigned long long)atomic_load(&m->header_timeouts));
     ld_report_writer_counters wc;
     ld_report_writer_stats(s->writer, &wc);
     fprintf(f, "# HELP leakd_traces_batches_total Transactions that stored traces reports (group commit).\n"

@@ -41,6 +41,8 @@ static const setting settings[] = {
     U("LEAKD_INGEST_MEMORY", "--ingest-memory", ingest_memory, "16777216",
       "traces report bodies read and stored at once, in bytes; more wait their turn (0 = no limit)"),
     I("LEAKD_CONNECTION_TIMEOUT", "--connection-timeout", connection_timeout_s, "30", 1, "seconds an idle connection is kept"),
+    I("LEAKD_HEADER_TIMEOUT", "--header-timeout", header_timeout_s, "10", 0,
+      "seconds a connection has to send a request's headers, from its accept or its previous answer (0 = no limit)"),
     U("LEAKD_MIN_UPLOAD_RATE", "--min-upload-rate", min_upload_rate, "4096", "bytes/s an upload must keep up after its first 10 s"),
     I("LEAKD_HTTP_THREADS", "--http-threads", http_threads, "0", 0, "event threads serving HTTP (0 = number of cores; more if the connection limit needs: 120 each)"),
     I("LEAKD_DB_POOL", "--db-pool", db_pool, "16", 1, "PostgreSQL connections (and threads) for the requests' blocking steps"),
@@ -79,6 +81,7 @@ const char ld_config_help[] =
     "  --connection-limit N        LEAKD_CONNECTION_LIMIT       simultaneous connections (256)\n"
     "  --ingest-memory N           LEAKD_INGEST_MEMORY          traces bodies handled at once (16M; 0 = no limit)\n"
     "  --connection-timeout S      LEAKD_CONNECTION_TIMEOUT     idle connection timeout (30)\n"
+    "  --header-timeout S          LEAKD_HEADER_TIMEOUT         seconds to send a request's headers (10; 0 = none)\n"
     "  --min-upload-rate N         LEAKD_MIN_UPLOAD_RATE        bytes/s after 10 s (4096)\n"
     "  --http-threads N            LEAKD_HTTP_THREADS           event threads serving HTTP (number of cores;\n"
     "                                                           more if the connection limit needs: 120 each)\n"

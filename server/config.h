@@ -20,6 +20,7 @@ typedef struct ld_config {
     int connection_limit;         /* LEAKD_CONNECTION_LIMIT, default 256 */
     uint64_t ingest_memory;       /* LEAKD_INGEST_MEMORY: traces bodies held at once, default 16 MiB (0: no limit) */
     int connection_timeout_s;     /* LEAKD_CONNECTION_TIMEOUT, idle seconds, default 30 */
+    int header_timeout_s;         /* LEAKD_HEADER_TIMEOUT: seconds to get a request's headers in, default 10; 0 = none */
     uint64_t min_upload_rate;     /* LEAKD_MIN_UPLOAD_RATE, bytes/s after the first 10 s, default 4096 */
     int http_threads;             /* LEAKD_HTTP_THREADS, libmicrohttpd's event threads, default: cores */
     int db_pool;                  /* LEAKD_DB_POOL, connections (and task threads) for requests, default 16 */

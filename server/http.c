@@ -23,10 +23,12 @@
 #include <unistd.h>
 
 #include "blob_file.h"
+#include "conn_watch.h"
 #include "log.h"
 #include "server.h"
 
 static struct MHD_Daemon *metrics_daemon;
+static ld_conn_watch *watch; /* LEAKD_HEADER_TIMEOUT; NULL when 0 */
 
 /* The API: one libmicrohttpd daemon per event thread, none of them listening, and a thread
  * that accepts each connection and hands it to the daemon with the fewest connections
@@ -86,9 +88,14 @@ static int least_loaded(void) {
  * only running out of memory for its pool does, would stay counted.) */
 static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_ctx,
                           enum MHD_ConnectionNotificationCode code) {
-    (void)conn;
-    (void)socket_ctx;
+    if (code == MHD_CONNECTION_NOTIFY_STARTED) {
+        const union MHD_ConnectionInfo *ci = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+        *socket_ctx = ci ? ld_conn_watch_started(watch, ci->connect_fd) : NULL;
+        return;
+    }
     if (code != MHD_CONNECTION_NOTIFY_CLOSED) return;
+    ld_conn_watch_closed(watch, *socket_ctx);
+    *socket_ctx = NULL;
     int k = (int)(intptr_t)cls;
     pthread_mutex_lock(&acceptor.mu);
     if (acceptor.per[k] > 0) acceptor.per[k]--;
@@ -510,6 +517,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         r->method = method;
         r->url = url;
         r->started = mono();
+        const union MHD_ConnectionInfo *ci = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+        if (ci) ld_conn_mark_busy(ci->socket_context, 1); /* its headers are in */
         /* A request id in the log line and the X-Request-Id answer: instance + counter. */
         static atomic_ullong counter;
         static unsigned instance;
@@ -561,9 +570,10 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 
 static void on_completed(void *cls, struct MHD_Connection *conn, void **req_cls, enum MHD_RequestTerminationCode toe) {
     (void)cls;
-    (void)conn;
     ld_req *r = *req_cls;
     if (!r) return;
+    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+    if (ci) ld_conn_mark_busy(ci->socket_context, 0); /* the next request is owed from now */
     /* One line per request. */
     double ms = (mono() - r->started) * 1e3;
     char who[96] = "-";
@@ -695,7 +705,9 @@ static void *accept_main(void *arg) {
             acceptor.per[k]++;
             acceptor.open++;
             pthread_mutex_unlock(&acceptor.mu);
+            if (watch) ld_conn_watch_accepted(watch, fd);
             if (MHD_add_connection(api_daemons[k], fd, (struct sockaddr *)&sa, len) != MHD_YES) {
+                ld_conn_watch_refused(watch, fd);
                 /* libmicrohttpd closed it without starting it, so it will not say it closed */
                 pthread_mutex_lock(&acceptor.mu);
                 acceptor.per[k]--;
@@ -749,6 +761,8 @@ static void acceptor_stop(void) {
 static void undo_start(ld_server *s) {
     for (int k = 0; k < n_api_daemons; k++) MHD_stop_daemon(api_daemons[k]);
     n_api_daemons = 0;
+    ld_conn_watch_stop(watch);
+    watch = NULL;
     ld_task_pool_stop(s->tasks);
     s->tasks = NULL;
     ld_blob_files_stop(s->blobs);
@@ -814,6 +828,13 @@ int ld_http_start(ld_server *s, char *err, size_t cap) {
     }
     acceptor.open = 0;
     memset(acceptor.per, 0, sizeof acceptor.per);
+    if (s->cfg.header_timeout_s > 0 &&
+        !(watch = ld_conn_watch_start(s->cfg.header_timeout_s, &s->metrics.header_timeouts, err, cap))) {
+        free(cert);
+        free(key);
+        undo_start(s);
+        return -1;
+    }
     for (n_api_daemons = 0; n_api_daemons < threads; n_api_daemons++) {
         /* libmicrohttpd's own limit is above ours: it must never refuse (see acceptor) */
         struct MHD_Daemon *d = MHD_start_daemon(
@@ -894,6 +915,8 @@ void ld_http_stop(ld_server *s, double deadline) {
         for (int k = 0; k < n_api_daemons; k++) MHD_stop_daemon(api_daemons[k]);
         n_api_daemons = 0;
     }
+    ld_conn_watch_stop(watch); /* after the daemons, which said every connection closed */
+    watch = NULL;
     acceptor_stop();
     ld_task_pool_stop(s->tasks);
     s->tasks = NULL;

@@ -1281,7 +1281,7 @@ class T05b_ConnectionLimit(RawGets, ServerCase):
         srv = H.Leakd(self.db, workers=1, connection_limit=512, db_pool=4, db_writers=2)
         self.addCleanup(srv.cleanup)
         srv.start(nofile=(256, 8192))
-        self.assertEqual(soft_limit(srv.proc.pid), 512 * 2 + 4 + 2 + 64)
+        self.assertEqual(soft_limit(srv.proc.pid), 512 * 3 + 4 + 2 + 64)  # socket, its dup, a temp file
         self.assertNotIn("open files", srv.log())
         self.assertEqual(H.Client(srv.port, API).get("/healthz").status, 200)
         srv.stop()
@@ -1289,11 +1289,79 @@ class T05b_ConnectionLimit(RawGets, ServerCase):
         self.addCleanup(low.cleanup)
         low.start(nofile=(256, 600))
         self.assertEqual(soft_limit(low.proc.pid), 600)
-        self.assertIn("LEAKD_CONNECTION_LIMIT=512 needs about 1094 open files, and the hard limit is 600", low.log())
+        self.assertIn("LEAKD_CONNECTION_LIMIT=512 needs about 1606 open files, and the hard limit is 600", low.log())
         self.assertEqual(H.Client(low.port, API).get("/healthz").status, 200)
 
 
 # =============================================================================================
+class T05e_SlowHeaders(RawGets, ServerCase):
+    """LEAKD_HEADER_TIMEOUT=2: a connection has 2 s from its accept, or from its previous
+    answer, to get a request's headers in, however it drips them (libmicrohttpd's idle
+    timeout starts again with every byte)."""
+    workers = 1
+    settings = {"connection_limit": 4, "http_threads": 2, "connection_timeout": 30, "header_timeout": 2}
+
+    def _drip(self, s, stop):
+        try:
+            s.sendall(b"GET /healthz HTTP/1.1\r\nHo")
+            while not stop.is_set():
+                s.sendall(b"o")
+                time.sleep(0.4)
+        except OSError:
+            pass  # closed by leakd
+
+    def test_slow_headers_do_not_hold_the_connections(self):
+        # Four clients each send a header byte every 0.4 s and fill the limit; a fifth waits
+        # behind them. Before the header timeout they held all four places for ever.
+        before = int(self.server.metrics().get("leakd_header_timeouts_total", 0))
+        stop = threading.Event()
+        self.addCleanup(stop.set)
+        drips = [socket.create_connection(("127.0.0.1", self.server.port), timeout=10) for _ in range(4)]
+        for s in drips:
+            self.addCleanup(s.close)
+            threading.Thread(target=self._drip, args=(s, stop), daemon=True).start()
+        time.sleep(0.3)
+        t0 = time.monotonic()
+        waiting = socket.create_connection(("127.0.0.1", self.server.port), timeout=15)
+        self.addCleanup(waiting.close)
+        self._send_get(waiting)
+        self.assertEqual(self._status(waiting, timeout=15), 200)
+        self.assertLess(time.monotonic() - t0, 6)
+        for s in drips:  # ended by leakd, though they never stopped sending
+            s.settimeout(5)
+            try:
+                self.assertEqual(s.recv(1), b"")
+            except ConnectionResetError:
+                pass
+        stop.set()
+        self.assertGreaterEqual(int(self.server.metrics()["leakd_header_timeouts_total"]) - before, 4)
+
+    def test_kept_alive_idle_connection_closed_after_the_header_timeout(self):
+        s = self._kept_alive(1)[0]
+        t0 = time.monotonic()
+        s.settimeout(10)
+        self.assertEqual(s.recv(1), b"")
+        self.assertGreater(time.monotonic() - t0, 1.5)
+        self.assertLess(time.monotonic() - t0, 5)
+
+    def test_a_request_under_way_is_not_timed_out(self):
+        # Headers in at once, then a body over 4 s (twice the header timeout) at ~25 KB/s:
+        # the header timeout no longer applies; the answer is a 202.
+        app = self.new_app()
+        meta = H.make_meta(app.slug, mode="traces")
+        body, ctype = H.multipart(meta, json.dumps(INPUTS.traces_json("listener_list")).encode(), "traces",
+                                  "application/json")
+        s = socket.create_connection(("127.0.0.1", self.server.port), timeout=15)
+        self.addCleanup(s.close)
+        s.sendall(("POST /v1/reports HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\nContent-Type: %s\r\n"
+                   "Content-Length: %d\r\n\r\n" % (app.ingest, ctype, len(body))).encode())
+        step = max(1, len(body) // 10)
+        for i in range(0, len(body), step):
+            time.sleep(0.45)
+            s.sendall(body[i:i + step])
+        self.assertEqual(self._status(s, timeout=15), 202)
+
+
 class T05b_ManyConnectionsReadyAtOnce(RawGets, ServerCase):
     """libmicrohttpd 0.9.75 takes at most 128 events from one epoll_wait and, when it gets
     exactly 128, waits again with its whole timeout before handling any of them. An event

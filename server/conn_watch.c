@@ -1,0 +1,198 @@
+/* conn_watch.c — see conn_watch.h. */
+#define _GNU_SOURCE
+
+#include "conn_watch.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "log.h"
+
+struct ld_conn_mark {
+    ld_conn_mark *prev, *next;
+    int fd;                  /* libmicrohttpd's descriptor: finds the mark when it starts */
+    int own;                 /* our dup of it: the one shut down, closed in ld_conn_watch_closed */
+    int shut;                /* shut down once already */
+    atomic_int busy;         /* a request's headers are in; its answer is not done */
+    atomic_llong since_ms;   /* when the connection last began to owe a request */
+};
+
+struct ld_conn_watch {
+    pthread_mutex_t mu;
+    pthread_cond_t wake;
+    ld_conn_mark *pending;   /* accepted, not yet started by libmicrohttpd */
+    ld_conn_mark *live;      /* started */
+    long long timeout_ms;
+    atomic_ullong *closed;
+    int stopping;
+    pthread_t thread;
+};
+
+static long long now_ms(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (long long)t.tv_sec * 1000 + t.tv_nsec / 1000000;
+}
+
+static void link_in(ld_conn_mark **head, ld_conn_mark *m) {
+    m->prev = NULL;
+    m->next = *head;
+    if (*head) (*head)->prev = m;
+    *head = m;
+}
+
+static void unlink_from(ld_conn_mark **head, ld_conn_mark *m) {
+    if (m->prev) m->prev->next = m->next;
+    else *head = m->next;
+    if (m->next) m->next->prev = m->prev;
+    m->prev = m->next = NULL;
+}
+
+static ld_conn_mark *find_pending(ld_conn_watch *w, int fd) {
+    for (ld_conn_mark *m = w->pending; m; m = m->next)
+        if (m->fd == fd) return m;
+    return NULL;
+}
+
+static void free_mark(ld_conn_mark *m) {
+    close(m->own);
+    free(m);
+}
+
+/* Shuts down what owes a request past the timeout (locked); how many. */
+static unsigned sweep(ld_conn_watch *w, ld_conn_mark *head, long long now) {
+    unsigned n = 0;
+    for (ld_conn_mark *m = head; m; m = m->next) {
+        if (m->shut || atomic_load(&m->busy) || now - atomic_load(&m->since_ms) < w->timeout_ms) continue;
+        shutdown(m->own, SHUT_RDWR);
+        m->shut = 1;
+        n++;
+    }
+    return n;
+}
+
+static void *watch_main(void *arg) {
+    ld_conn_watch *w = arg;
+    long long step = w->timeout_ms / 4 < 1000 ? (w->timeout_ms / 4 > 50 ? w->timeout_ms / 4 : 50) : 1000;
+    pthread_mutex_lock(&w->mu);
+    while (!w->stopping) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        ts.tv_nsec += (long)(step % 1000) * 1000000L;
+        ts.tv_sec += (time_t)(step / 1000) + ts.tv_nsec / 1000000000L;
+        ts.tv_nsec %= 1000000000L;
+        pthread_cond_timedwait(&w->wake, &w->mu, &ts);
+        if (w->stopping) break;
+        long long now = now_ms();
+        unsigned n = sweep(w, w->live, now) + sweep(w, w->pending, now);
+        if (n && w->closed) atomic_fetch_add(w->closed, n);
+        if (n)
+            ld_debug("closed %u connection(s) that sent no whole request within %.1f s (LEAKD_HEADER_TIMEOUT)", n,
+                     (double)w->timeout_ms / 1e3);
+    }
+    pthread_mutex_unlock(&w->mu);
+    return NULL;
+}
+
+ld_conn_watch *ld_conn_watch_start(double timeout_s, atomic_ullong *closed, char *err, size_t cap) {
+    ld_conn_watch *w = calloc(1, sizeof *w);
+    if (!w) {
+        snprintf(err, cap, "out of memory");
+        return NULL;
+    }
+    pthread_mutex_init(&w->mu, NULL);
+    pthread_cond_init(&w->wake, NULL);
+    w->timeout_ms = (long long)(timeout_s * 1000);
+    if (w->timeout_ms < 1) w->timeout_ms = 1;
+    w->closed = closed;
+    int rc = pthread_create(&w->thread, NULL, watch_main, w);
+    if (rc != 0) {
+        snprintf(err, cap, "cannot start the connection watch: %s", strerror(rc));
+        pthread_cond_destroy(&w->wake);
+        pthread_mutex_destroy(&w->mu);
+        free(w);
+        return NULL;
+    }
+    return w;
+}
+
+void ld_conn_watch_stop(ld_conn_watch *w) {
+    if (!w) return;
+    pthread_mutex_lock(&w->mu);
+    w->stopping = 1;
+    pthread_cond_signal(&w->wake);
+    pthread_mutex_unlock(&w->mu);
+    pthread_join(w->thread, NULL);
+    for (ld_conn_mark **head = &w->pending; head; head = head == &w->pending ? &w->live : NULL)
+        while (*head) {
+            ld_conn_mark *m = *head;
+            unlink_from(head, m);
+            free_mark(m);
+        }
+    pthread_cond_destroy(&w->wake);
+    pthread_mutex_destroy(&w->mu);
+    free(w);
+}
+
+int ld_conn_watch_accepted(ld_conn_watch *w, int fd) {
+    if (!w) return -1;
+    ld_conn_mark *m = calloc(1, sizeof *m);
+    if (!m) return -1;
+    m->fd = fd;
+    m->own = fcntl(fd, F_DUPFD_CLOEXEC, 0);
+    if (m->own < 0) {
+        free(m);
+        return -1;
+    }
+    atomic_store(&m->since_ms, now_ms());
+    pthread_mutex_lock(&w->mu);
+    /* one libmicrohttpd dropped before starting it (out of memory) had this number */
+    ld_conn_mark *stale = find_pending(w, fd);
+    if (stale) unlink_from(&w->pending, stale);
+    link_in(&w->pending, m);
+    pthread_mutex_unlock(&w->mu);
+    if (stale) free_mark(stale);
+    return 0;
+}
+
+void ld_conn_watch_refused(ld_conn_watch *w, int fd) {
+    if (!w) return;
+    pthread_mutex_lock(&w->mu);
+    ld_conn_mark *m = find_pending(w, fd);
+    if (m) unlink_from(&w->pending, m);
+    pthread_mutex_unlock(&w->mu);
+    if (m) free_mark(m);
+}
+
+ld_conn_mark *ld_conn_watch_started(ld_conn_watch *w, int fd) {
+    if (!w) return NULL;
+    pthread_mutex_lock(&w->mu);
+    ld_conn_mark *m = find_pending(w, fd);
+    if (m) {
+        unlink_from(&w->pending, m);
+        link_in(&w->live, m);
+    }
+    pthread_mutex_unlock(&w->mu);
+    return m;
+}
+
+void ld_conn_watch_closed(ld_conn_watch *w, ld_conn_mark *m) {
+    if (!w || !m) return;
+    pthread_mutex_lock(&w->mu);
+    unlink_from(&w->live, m);
+    pthread_mutex_unlock(&w->mu);
+    free_mark(m);
+}
+
+void ld_conn_mark_busy(ld_conn_mark *m, int busy) {
+    if (!m) return;
+    if (!busy) atomic_store(&m->since_ms, now_ms());
+    atomic_store(&m->busy, busy);
+}

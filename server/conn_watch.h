@@ -1,0 +1,42 @@
+/* conn_watch.h — the connections that owe leakd a request, and an end to those that take too
+ * long to send one.
+ *
+ * libmicrohttpd's idle timeout starts again with every byte, and its access handler is called
+ * only once a request's headers are complete: a client that sends a header byte every few
+ * seconds (slowloris) holds a connection for ever, and a few hundred of them hold them all
+ * (LEAKD_CONNECTION_LIMIT). The watch gives each connection LEAKD_HEADER_TIMEOUT seconds from
+ * its accept, or from the end of its previous request, to get a request's headers in; past
+ * that it shuts the socket down, which libmicrohttpd sees as the client going away.
+ *
+ * It shuts down a dup of the socket taken at accept and closed only once libmicrohttpd says
+ * the connection closed, so it can never reach a descriptor that libmicrohttpd closed and the
+ * kernel gave to someone else. */
+#ifndef LD_CONN_WATCH_H
+#define LD_CONN_WATCH_H
+
+#include <stdatomic.h>
+#include <stddef.h>
+
+typedef struct ld_conn_watch ld_conn_watch;
+typedef struct ld_conn_mark ld_conn_mark;
+
+/* Starts the watch's thread; `closed` counts the connections it ends (may be NULL). NULL with
+ * the reason in err. */
+ld_conn_watch *ld_conn_watch_start(double timeout_s, atomic_ullong *closed, char *err, size_t cap);
+/* Stops the thread and frees every mark (after libmicrohttpd stopped). NULL is a no-op. */
+void ld_conn_watch_stop(ld_conn_watch *w);
+
+/* The accepting thread, before it hands `fd` to libmicrohttpd: 0, or -1 when the watch cannot
+ * take it (out of descriptors or memory; the connection is then not watched). */
+int ld_conn_watch_accepted(ld_conn_watch *w, int fd);
+/* libmicrohttpd refused `fd` (it closed it, and will not say it started or closed it). */
+void ld_conn_watch_refused(ld_conn_watch *w, int fd);
+/* libmicrohttpd started the connection of `fd`: its mark, for the connection's socket context
+ * (NULL when it is not watched). */
+ld_conn_mark *ld_conn_watch_started(ld_conn_watch *w, int fd);
+/* libmicrohttpd closed the connection: forgets it. NULL is a no-op. */
+void ld_conn_watch_closed(ld_conn_watch *w, ld_conn_mark *m);
+/* A request's headers are in (1), or its answer is done and the next one is owed (0). */
+void ld_conn_mark_busy(ld_conn_mark *m, int busy);
+
+#endif
