@@ -588,6 +588,10 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **req_cls,
     else
         ld_info("req=%s %s %s %u %.1fms in=%llu %s%s%s", r->id, r->method, r->url, r->status, ms,
                 (unsigned long long)r->body_bytes, who, r->note[0] ? " " : "", r->note);
+    /* Only an upload that stored something new counts against its key's quota: a retry of a
+     * stored report (200) or one the server failed (5xx) gives its take back. */
+    if (r->quota_taken && (r->status == 200 || r->status >= 500 || toe != MHD_REQUEST_TERMINATED_COMPLETED_OK))
+        ld_quota_give_back(r->srv->quota, r->who.key_id, r->quota_bytes);
     if (r->body && r->body->cleanup) r->body->cleanup(r);
     if (r->resp) MHD_destroy_response(r->resp);
     turn_end(r);

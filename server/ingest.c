@@ -551,7 +551,17 @@ void ld_ingest_begin(ld_req *r) {
                          (unsigned long long)s->cfg.max_upload_bytes);
         return;
     }
+    if (s->cfg.quota_bytes_per_day && length > s->cfg.quota_bytes_per_day) {
+        /* no wait would make it fit: not a 429 to retry for ever */
+        ld_respond_error(r, 413, "too_large", "the body is %llu bytes, over this key's daily quota of %llu bytes",
+                         length, (unsigned long long)s->cfg.quota_bytes_per_day);
+        return;
+    }
     int wait = ld_quota_take(s->quota, r->who.key_id, length);
+    if (!wait) {
+        r->quota_bytes = length;
+        r->quota_taken = 1;
+    }
     if (wait) {
         ld_respond_error(r, 429, "rate_limited", "this key's upload quota is spent; retry in %d s", wait);
         ld_respond_retry_after(r, wait);

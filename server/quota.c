@@ -61,6 +61,17 @@ static void grow(ld_quota *q) {
     free(old);
 }
 
+void ld_quota_give_back(ld_quota *q, int64_t key_id, uint64_t bytes) {
+    if (q->per_min <= 0 && q->per_day == 0) return;
+    pthread_mutex_lock(&q->mu);
+    entry *e = slot(q, key_id);
+    if (e->key_id == key_id) {
+        if (e->reports > 0) e->reports--;
+        e->bytes = e->bytes > bytes ? e->bytes - bytes : 0;
+    }
+    pthread_mutex_unlock(&q->mu);
+}
+
 int ld_quota_take(ld_quota *q, int64_t key_id, uint64_t bytes) {
     if (q->per_min <= 0 && q->per_day == 0) return 0;
     int64_t now = (int64_t)time(NULL);

@@ -14,4 +14,9 @@ void ld_quota_free(ld_quota *q);
  * seconds until it would be (for Retry-After). */
 int ld_quota_take(ld_quota *q, int64_t key_id, uint64_t bytes);
 
+/* Gives back a report of `bytes` taken by ld_quota_take (an upload that stored nothing new:
+ * the repeat of a stored report, or one the server failed). Counts never go below 0; a
+ * window that has begun again since is left as it is. */
+void ld_quota_give_back(ld_quota *q, int64_t key_id, uint64_t bytes);
+
 #endif

@@ -1125,6 +1125,30 @@ class T05_QuotaAndSlowDrip(ServerCase):
         time.sleep(1.1)  # a cache miss refreshes at most once a second
         self.assertEqual(self.upload_traces(app, doc, key=key2)[1].status, 202)
 
+    def test_repeats_do_not_use_the_quota(self):
+        # A device retrying a stored report (its 202 was lost) gets 200s, which must not spend
+        # the quota of its new reports (2 a minute here): 202, 200 x 4, then 202 again.
+        app = self.new_app()
+        doc = INPUTS.traces_json("listener_list")
+        meta, r = self.upload_traces(app, doc)
+        self.assertEqual(r.status, 202)
+        for _ in range(4):
+            r = self.http.upload(app.ingest, meta, json.dumps(doc).encode(), "traces", "application/json")
+            self.assertEqual(r.status, 200, r)
+        self.assertEqual(self.upload_traces(app, doc)[1].status, 202)
+        self.assertError(self.upload_traces(app, doc)[1], 429, "rate_limited", retry_after=True)
+
+    def test_body_over_the_daily_byte_quota_is_413(self):
+        # No wait would let it fit: a 429 would have it retried for ever (Retry-After ~1 day).
+        srv = H.Leakd(self.db, workers=1, quota_bytes_per_day=100000)
+        self.addCleanup(srv.cleanup)
+        srv.start()
+        app = self.new_app()
+        meta = H.make_meta(app.slug)
+        r = H.Client(srv.port, API).upload(app.ingest, meta, b"x" * 200000, "heap", "application/zstd")
+        self.assertError(r, 413, "too_large")
+        self.assertIn("over this key's daily quota of 100000 bytes", r.json["error"]["message"])
+
     def test_slow_drip_upload_is_dropped(self):
         app = self.new_app()
         s = socket.create_connection(("127.0.0.1", self.server.port), timeout=30)
