@@ -348,6 +348,8 @@ int ld_blob_file_rename(ld_blob_file *f, const char *path, const char *dir, char
     int e = errno;
     if (dfd >= 0) close(dfd);
     if (rc != 0) {
+        /* not known to be durable: it must not stay behind the 503 as a blob with no row */
+        unlink(path);
         snprintf(err, cap, "fsync %s: %s", dir, strerror(e));
         return -1;
     }

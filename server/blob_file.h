@@ -47,7 +47,8 @@ void ld_blob_file_wait(ld_blob_file *f, void (*ready)(void *arg), void *arg);
 int ld_blob_file_sync(ld_blob_file *f, char *err, size_t cap);
 
 /* After ld_blob_file_sync: renames the file to `path` and fsyncs that directory, `dir`. From
- * then on, freeing the file leaves it. 0, or -1 with the reason in `err`. */
+ * then on, freeing the file leaves it. 0, or -1 with the reason in `err` (when the directory
+ * could not be fsynced, the renamed file is deleted). */
 int ld_blob_file_rename(ld_blob_file *f, const char *path, const char *dir, char *err, size_t cap);
 
 /* Bytes written so far; whether they go the direct way. */

@@ -306,7 +306,7 @@ static void answer_report(ld_req *r, ld_db *db, int created) {
     answered(r, created);
 }
 
-static void store_heap(ld_req *r, ld_db *db, ld_report_in *rin) {
+static void store_heap_locked(ld_req *r, ld_db *db, ld_report_in *rin) {
     ingest *in = r->state;
     char dir[1300], final[1400], rel[180];
     snprintf(rel, sizeof rel, "blobs/%s/%s.hprof.zst", in->app_slug, in->report_id);
@@ -332,7 +332,8 @@ static void store_heap(ld_req *r, ld_db *db, ld_report_in *rin) {
         ld_respond_retry_after(r, 60);
         return;
     }
-    /* An orphan blob of the same id (a crash between rename and commit) is replaced. */
+    /* An orphan blob of the same id (a crash between rename and commit) is replaced; another
+     * upload of this report cannot be between its check and its commit (store_heap's lock). */
     if (ld_blob_file_rename(in->blob, final, dir, err, sizeof err) != 0) {
         ld_error("%s", err);
         ld_respond_error(r, 503, "unavailable", "the server cannot store the upload now; retry later");
@@ -355,6 +356,26 @@ static void store_heap(ld_req *r, ld_db *db, ld_report_in *rin) {
         ld_respond_error(r, 503, "unavailable", "the report could not be recorded (%s); retry later", ld_strerror(st));
         ld_respond_retry_after(r, 10);
     }
+}
+
+/* Two uploads of one report at once (a retry while the first is still being stored) both saw
+ * no row, then both renamed onto the same blob path: the second's failed insert deleted the
+ * first's committed blob, or its rename left a file no row names once a worker had analyzed
+ * and deleted the first's. A session lock on (app, report id) makes the check, the rename and
+ * the commit one step per report; the second then finds the first's row and answers 200. */
+static void store_heap(ld_req *r, ld_db *db, ld_report_in *rin) {
+    ingest *in = r->state;
+    char key[200];
+    snprintf(key, sizeof key, "leakd heap %lld/%s", (long long)in->app_id, in->report_id);
+    const char *p[] = {key};
+    if (ld_db_exec(db, NULL, "SELECT pg_advisory_lock(hashtextextended($1, 0))", 1, p) != LD_OK) {
+        ld_respond_error(r, 503, "unavailable", "the database is unreachable; retry later");
+        ld_respond_retry_after(r, 10);
+        return;
+    }
+    store_heap_locked(r, db, rin);
+    /* A connection that failed meanwhile lost its session, and the lock with it. */
+    ld_db_exec(db, NULL, "SELECT pg_advisory_unlock(hashtextextended($1, 0))", 1, p);
 }
 
 /* The answer to a traces report, once the report writer is done with it. */

@@ -681,6 +681,29 @@ class T02_Ingest(ServerCase):
         self.assertEqual((g.json["status"], g.json["error"], g.json["leaks"]), ("failed", err, []))
         self.assertNoNewTmpFiles(before)
 
+    def test_same_heap_report_uploaded_four_times_at_once(self):
+        # Retries racing the first upload: one 202, three 200s, one row, one blob; once
+        # analyzed, no file of the report is left (no orphan from a later rename).
+        app = self.new_app()
+        cont = self.stop_workers()
+        meta = H.make_meta(app.slug)
+        got = []
+        threads = [threading.Thread(target=lambda: got.append(
+            self.http.upload_file(app.ingest, meta, INPUTS.stripped("listener_list")).status)) for _ in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(60)
+        self.assertEqual(sorted(got), [200, 200, 200, 202])
+        self.assertEqual(one(self.db, "SELECT count(*) FROM reports WHERE id = '%s'" % meta["report_id"]), "1")
+        blobs = os.path.join(self.server.data_dir, "blobs", app.slug)
+        self.assertEqual(os.listdir(blobs), [meta["report_id"] + ".hprof.zst"])
+        cont()
+        self.assertEqual(self.wait_report(meta["report_id"])[0], "done")
+        H.wait_for(lambda: os.listdir(blobs) == [], 10, what="the blob deleted after the analysis")
+        self.assertEqual(one(self.db, "SELECT count(*) FROM occurrences WHERE report_id = '%s'" % meta["report_id"]), "1")
+        self.assertNoUploadTmpFiles()
+
     def test_stated_size_over_the_cap_fails_at_once(self):
         # Judged on the frame's header before the free disk: a size no disk here has is the
         # dump's fault (over the cap, for good), not a full disk to wait out.
