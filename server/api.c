@@ -508,14 +508,19 @@ char *ld_metrics_render(ld_server *s) {
     fprintf(f, "leakd_workers_alive %d\n", atomic_load(&m->workers_alive));
     ld_db *db = ld_pool_get(s->pool, 1000);
     PGresult *res = NULL;
-    if (db && ld_db_exec(db, &res, "SELECT status, count(*) FROM reports GROUP BY status ORDER BY status", 0, NULL) == LD_OK) {
+    /* Every status, 0 included: a series that vanishes at 0 reads as "no data" on a dashboard
+     * and never fires an alert on "queued > N for 10 min" going back down. */
+    int up = db && ld_db_exec(db, &res,
+                              "SELECT s, count(r.status) FROM unnest(ARRAY['queued', 'analyzing', 'done', 'failed']) s"
+                              " LEFT JOIN reports r ON r.status = s GROUP BY s ORDER BY s",
+                              0, NULL) == LD_OK;
+    if (up) {
         fprintf(f, "# HELP leakd_reports Reports stored, by status.\n# TYPE leakd_reports gauge\n");
         for (int i = 0; i < PQntuples(res); i++)
             fprintf(f, "leakd_reports{status=\"%s\"} %s\n", PQgetvalue(res, i, 0), PQgetvalue(res, i, 1));
-        fprintf(f, "leakd_database_up 1\n");
-    } else {
-        fprintf(f, "leakd_database_up 0\n");
     }
+    fprintf(f, "# HELP leakd_database_up Whether PostgreSQL answered this scrape's query (1) or not (0).\n"
+               "# TYPE leakd_database_up gauge\nleakd_database_up %d\n", up);
     PQclear(res);
     ld_pool_put(s->pool, db);
     fclose(f);

@@ -272,7 +272,10 @@ static int emit(ld_mp *p, const void *data, size_t len, uint64_t off) {
         len -= v;
         if (len > p->lim.max_preamble - p->preamble)
             /* The preamble starts at byte 0, so its first byte over the limit is here. */
-            return fail(p, p->lim.max_preamble, "preamble longer than %zu bytes", p->lim.max_preamble);
+            /* what a client sees when its body is not delimited by the boundary its
+             * Content-Type names (another boundary, or another case) */
+            return fail(p, p->lim.max_preamble, "no delimiter of the Content-Type's boundary in the first %zu bytes",
+                        p->lim.max_preamble);
         p->preamble += len;
         return 0;
     }

@@ -914,6 +914,9 @@ class T02_Ingest(ServerCase):
                          len(re.findall(r"POST /v1/reports 202 ", log)))
         self.assertEqual(after['leakd_reports{status="done"}'],
                          float(one(self.db, "SELECT count(*) FROM reports WHERE status = 'done'")))
+        for status in ("queued", "analyzing", "done", "failed"):  # every one, 0 included
+            self.assertEqual(after['leakd_reports{status="%s"}' % status],
+                             float(one(self.db, "SELECT count(*) FROM reports WHERE status = '%s'" % status)))
         conn = http.client.HTTPConnection("127.0.0.1", self.server.metrics_port, timeout=5)
         conn.request("GET", "/other")
         resp = conn.getresponse()

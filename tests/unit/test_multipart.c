@@ -342,14 +342,14 @@ static void test_preamble_padding_epilogue(void **state) {
     const char *over = "0123456789A\r\n--b\r\nContent-Disposition: form-data; name=x\r\n\r\n\r\n--b--";
     parse_every_way("b", &lim, over, strlen(over), &o);
     assert_int_equal(o.feed_rc, LD_MP_ERROR);
-    assert_string_equal(o.err, "preamble longer than 10 bytes at byte 10");
+    assert_string_equal(o.err, "no delimiter of the Content-Type's boundary in the first 10 bytes at byte 10");
     outcome_free(&o);
     /* Default limit: 1 KiB of preamble without any boundary. */
     char big[2000];
     memset(big, 'p', sizeof big);
     parse_whole("b", NULL, big, sizeof big, &o);
     assert_int_equal(o.feed_rc, LD_MP_ERROR);
-    assert_string_equal(o.err, "preamble longer than 1024 bytes at byte 1024");
+    assert_string_equal(o.err, "no delimiter of the Content-Type's boundary in the first 1024 bytes at byte 1024");
     outcome_free(&o);
 
     /* Padding over the limit. */
