@@ -48,8 +48,7 @@ ld_worker_metrics *ld_worker_metrics_attach(void) {
 
 void ld_metrics_request(ld_metrics *m, ld_route route, unsigned status, double seconds) {
     if (route >= LD_ROUTE_COUNT) route = LD_ROUTE_OTHER;
-    unsigned cls = status / 100;
-    if (cls >= 1 && cls <= 5) atomic_fetch_add(&m->requests[route][cls], 1);
+    if (status >= 100 && status <= 599) atomic_fetch_add(&m->requests[route][status - 100], 1);
     atomic_fetch_add(&m->duration_bucket[route][ld_histogram_bucket(http_bounds, LD_HTTP_BUCKETS - 1, seconds)], 1);
     atomic_fetch_add(&m->duration_us_sum[route], (unsigned long long)(seconds * 1e6));
 }
@@ -87,12 +86,14 @@ void ld_histogram_write(FILE *f, const char *name, const char *labels, const dou
 /* Appends the metrics of this module to `f`. */
 void ld_metrics_write(FILE *f, ld_metrics *m);
 void ld_metrics_write(FILE *f, ld_metrics *m) {
-    fprintf(f, "# HELP leakd_http_requests_total HTTP requests answered, by route and status class.\n"
+    /* by the status itself: a 401 storm (a revoked key in the field), 413s (an SDK's cap above
+     * the server's) and 429s (a quota too low) are different nights */
+    fprintf(f, "# HELP leakd_http_requests_total HTTP requests answered, by route and status.\n"
                "# TYPE leakd_http_requests_total counter\n");
     for (int r = 0; r < LD_ROUTE_COUNT; r++)
-        for (int c = 1; c <= 5; c++) {
+        for (int c = 0; c < 500; c++) {
             unsigned long long v = atomic_load(&m->requests[r][c]);
-            if (v) fprintf(f, "leakd_http_requests_total{route=\"%s\",code=\"%dxx\"} %llu\n", ld_route_name((ld_route)r), c, v);
+            if (v) fprintf(f, "leakd_http_requests_total{route=\"%s\",code=\"%d\"} %llu\n", ld_route_name((ld_route)r), c + 100, v);
         }
     fprintf(f, "# HELP leakd_http_request_duration_seconds Time from the request's first byte to its answer.\n"
                "# TYPE leakd_http_request_duration_seconds histogram\n");

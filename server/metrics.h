@@ -24,7 +24,7 @@ typedef struct ld_worker_metrics {
 } ld_worker_metrics;
 
 typedef struct ld_metrics {
-    atomic_ullong requests[LD_ROUTE_COUNT][6]; /* by status class 1xx..5xx at [1..5] */
+    atomic_ullong requests[LD_ROUTE_COUNT][500]; /* by status, 100..599 at [status - 100] */
     atomic_ullong duration_bucket[LD_ROUTE_COUNT][LD_HTTP_BUCKETS];
     atomic_ullong duration_us_sum[LD_ROUTE_COUNT];
     atomic_ullong reports_accepted, reports_repeated, reports_refused;
