@@ -860,6 +860,31 @@ class T02_Ingest(ServerCase):
         self.assertIsNone(r.header("Access-Control-Allow-Origin"))
 
     # ---- health and metrics -------------------------------------------------------------------
+    def test_request_ids_and_json_log_lines(self):
+        # LEAKD_LOG_FORMAT=json: every line of the log is one JSON object, and each request's
+        # line carries the id its answer gave in X-Request-Id (ids differ between requests).
+        srv = H.Leakd(self.db, workers=1, log_format="json")
+        self.addCleanup(srv.cleanup)
+        srv.start()
+        app = self.new_app()
+        http_ = H.Client(srv.port, API)
+        meta = H.make_meta(app.slug, mode="traces")
+        up = http_.upload(app.ingest, meta, json.dumps(INPUTS.traces_json("listener_list")).encode(), "traces",
+                          "application/json")
+        miss = http_.get("/v1/nope", key=app.read)
+        self.assertEqual((up.status, miss.status), (202, 404))
+        ids = [up.header("X-Request-Id"), miss.header("X-Request-Id")]
+        self.assertRegex(ids[0], r"^[0-9a-f]{16}$")
+        self.assertNotEqual(ids[0], ids[1])
+        srv.stop()
+        lines = [json.loads(line) for line in srv.log().splitlines() if line.strip()]
+        self.assertTrue(all({"time", "level", "process", "pid", "msg"} <= set(o) for o in lines), lines[:3])
+        mine = [o["msg"] for o in lines if o["msg"].startswith("req=%s " % ids[0])]
+        self.assertEqual(len(mine), 1, [o["msg"] for o in lines])
+        self.assertIn("POST /v1/reports 202 ", mine[0])
+        self.assertIn("report=%s traces accepted" % meta["report_id"], mine[0])
+        self.assertEqual(len([o for o in lines if o["msg"].startswith("req=%s GET /v1/nope 404 " % ids[1])]), 1)
+
     def test_health_and_metrics_count(self):
         self.assertEqual(self.http.get("/healthz").json, {"status": "ok"})
         self.assertEqual(self.http.get("/readyz").json, {"status": "ready"})
