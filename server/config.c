@@ -46,6 +46,8 @@ static const setting settings[] = {
     U("LEAKD_MIN_UPLOAD_RATE", "--min-upload-rate", min_upload_rate, "4096", "bytes/s an upload must keep up after its first 10 s"),
     I("LEAKD_HTTP_THREADS", "--http-threads", http_threads, "0", 0, "event threads serving HTTP (0 = number of cores; more if the connection limit needs: 120 each)"),
     I("LEAKD_DB_POOL", "--db-pool", db_pool, "16", 1, "PostgreSQL connections (and threads) for the requests' blocking steps"),
+    I("LEAKD_DB_TIMEOUT", "--db-timeout", db_timeout_s, "30", 0,
+      "seconds leakd serve waits for one answer of PostgreSQL before it treats the database as down (0 = no limit)"),
     I("LEAKD_DB_WRITERS", "--db-writers", db_writers, "2", 1, "connections that store traces reports in batches"),
     I("LEAKD_DIRECT_UPLOADS", "--direct-uploads", direct_uploads, "16", 0, "heap uploads written with direct I/O at a time (0 = none)"),
     I("LEAKD_SHUTDOWN_TIMEOUT", "--shutdown-timeout", shutdown_timeout_s, "8", 0, "seconds to finish on SIGTERM"),
@@ -87,6 +89,7 @@ const char ld_config_help[] =
     "                                                           more if the connection limit needs: 120 each)\n"
     "  --db-pool N                 LEAKD_DB_POOL                database connections for requests (16)\n"
     "  --db-writers N              LEAKD_DB_WRITERS             connections storing traces reports (2)\n"
+    "  --db-timeout S              LEAKD_DB_TIMEOUT             wait for one answer of PostgreSQL (30; 0 = none)\n"
     "  --direct-uploads N          LEAKD_DIRECT_UPLOADS         uploads written with direct I/O (16; 0 = none)\n"
     "  --shutdown-timeout S        LEAKD_SHUTDOWN_TIMEOUT       grace period on SIGTERM (8)\n"
     "  --retention-days N          LEAKD_RETENTION_DAYS         delete older reports (90; 0 = never)\n"

@@ -24,6 +24,7 @@ typedef struct ld_config {
     uint64_t min_upload_rate;     /* LEAKD_MIN_UPLOAD_RATE, bytes/s after the first 10 s, default 4096 */
     int http_threads;             /* LEAKD_HTTP_THREADS, libmicrohttpd's event threads, default: cores */
     int db_pool;                  /* LEAKD_DB_POOL, connections (and task threads) for requests, default 16 */
+    int db_timeout_s;             /* LEAKD_DB_TIMEOUT: seconds to wait for one answer of PostgreSQL, default 30; 0 = none */
     int db_writers;               /* LEAKD_DB_WRITERS, report writer threads (group commit), default 2 */
     int direct_uploads;           /* LEAKD_DIRECT_UPLOADS, heap uploads written with O_DIRECT at a time, default 16 */
     int shutdown_timeout_s;       /* LEAKD_SHUTDOWN_TIMEOUT, default 8 */

@@ -19,7 +19,8 @@
 
 struct ld_db {
     PGconn *conn;
-    int broken; /* a ROLLBACK failed: reset before the next use */
+    int broken; /* a ROLLBACK failed or an answer never came: reset before the next use */
+    int timeout_ms; /* ld_db_set_timeout; 0 = wait as long as it takes */
     char err[LD_DB_ERR_CAP];
     char sqlstate[6];
     size_t n_channels; /* LISTENed channels, re-LISTENed after a reconnect */
@@ -36,6 +37,10 @@ struct ld_db {
  * (a sequential scan of `reports` on a new server) would otherwise stay for the session's life
  * while the table grows; autovacuum's first ANALYZE can be minutes away. */
 #define LD_DB_REPLAN_SECONDS 30
+
+static ld_status exec_result(ld_db *db, PGresult *res, PGresult **out);
+static ld_status sent_result(ld_db *db, int sent, PGresult **out);
+static long long now_ms(void);
 
 static time_t mono_seconds(void)
 {
@@ -282,7 +287,6 @@ void ld_db_close(ld_db *db)
 
 ld_status ld_db_check(ld_db *db)
 {
-    PGresult *res;
     ld_status st;
 
     if (!db || !db->conn)
@@ -294,10 +298,7 @@ ld_status ld_db_check(ld_db *db)
             ld_db_rollback(db);
         if (!db->broken && PQstatus(db->conn) == CONNECTION_OK) {
             /* libpq learns that the server went away only by talking to it. */
-            res = PQexec(db->conn, "SELECT 1");
-            st = ld_db_classify(db, res);
-            PQclear(res);
-            if (st == LD_OK)
+            if (sent_result(db, PQsendQuery(db->conn, "SELECT 1"), NULL) == LD_OK)
                 return LD_OK;
         }
     }
@@ -308,10 +309,101 @@ ld_status ld_db_check(ld_db *db)
         return LD_ERR_UNAVAILABLE;
     }
     db->broken = 0;
+    PQsetnonblocking(db->conn, db->timeout_ms > 0);
     st = session_setup(db);
     if (st != LD_OK)
         return st == LD_ERR_NOMEM ? st : LD_ERR_UNAVAILABLE;
     return LD_OK;
+}
+
+void ld_db_set_timeout(ld_db *db, int timeout_ms)
+{
+    if (!db)
+        return;
+    db->timeout_ms = timeout_ms > 0 ? timeout_ms : 0;
+    /* so that sending a large query cannot block either (PQexec still does, by design) */
+    if (db->conn)
+        PQsetnonblocking(db->conn, db->timeout_ms > 0);
+}
+
+/* Waits for `conn`'s socket to be ready for `events` until `deadline_ms` (0: no limit). 1
+ * ready, 0 timed out, -1 error. */
+static int wait_socket(PGconn *conn, short events, long long deadline_ms)
+{
+    struct pollfd pfd = {PQsocket(conn), events, 0};
+
+    if (pfd.fd < 0)
+        return -1;
+    for (;;) {
+        long long left = deadline_ms ? deadline_ms - now_ms() : -1;
+        if (deadline_ms && left <= 0)
+            return 0;
+        int rc = poll(&pfd, 1, left < 0 ? -1 : left > 1000000 ? 1000000 : (int)left);
+        if (rc > 0)
+            return 1;
+        if (rc == 0)
+            continue; /* re-check the deadline */
+        if (errno != EINTR)
+            return -1;
+    }
+}
+
+/* After a PQsend* that returned `sent`: flushes the query and collects its result, waiting
+ * at most the connection's timeout. A PostgreSQL that hangs with its connection open (stopped,
+ * or behind a partition the keepalives have not noticed yet) answers nothing and libpq's own
+ * PQexec would wait for ever, holding a request's task thread, a writer, the main loop. On
+ * timeout the connection is marked broken (ld_db_check resets it; the pool drops it) and
+ * *timed_out is set; NULL otherwise means libpq failed (its message says why). */
+static PGresult *await_result(ld_db *db, int sent, int *timed_out)
+{
+    PGconn *conn = db->conn;
+    long long deadline = db->timeout_ms ? now_ms() + db->timeout_ms : 0;
+    PGresult *last = NULL, *res;
+    int rc;
+
+    *timed_out = 0;
+    if (!sent)
+        return NULL;
+    while ((rc = PQflush(conn)) == 1) {
+        int w = wait_socket(conn, POLLIN | POLLOUT, deadline);
+        if (w == 0)
+            goto timeout;
+        if (w < 0 || !PQconsumeInput(conn))
+            break;
+    }
+    for (;;) {
+        while (PQisBusy(conn)) {
+            int w = wait_socket(conn, POLLIN, deadline);
+            if (w == 0)
+                goto timeout;
+            if (w < 0 || !PQconsumeInput(conn))
+                break;
+        }
+        res = PQgetResult(conn);
+        if (!res)
+            break;
+        PQclear(last);
+        last = res;
+        if (PQstatus(conn) == CONNECTION_BAD)
+            break;
+    }
+    return last;
+timeout:
+    PQclear(last);
+    db->broken = 1;
+    *timed_out = 1;
+    return NULL;
+}
+
+/* The result of a PQsend* call, as ld_db_classify sees it (a timeout is an outage). */
+static ld_status sent_result(ld_db *db, int sent, PGresult **out)
+{
+    int timed_out;
+    PGresult *res = await_result(db, sent, &timed_out);
+
+    if (timed_out)
+        return ld_db_fail(db, LD_ERR_UNAVAILABLE, "PostgreSQL did not answer within %d ms", db->timeout_ms);
+    return exec_result(db, res, out);
 }
 
 static ld_status exec_result(ld_db *db, PGresult *res, PGresult **out)
@@ -342,11 +434,13 @@ ld_status ld_db_exec_params(ld_db *db, PGresult **out, const char *sql, int n, c
         return ld_db_fail(db, LD_ERR_UNAVAILABLE, "not connected");
     if (db->n_stmts && PQtransactionStatus(db->conn) == PQTRANS_IDLE &&
         mono_seconds() - db->stmts_since >= LD_DB_REPLAN_SECONDS) {
-        PQclear(PQexec(db->conn, "DEALLOCATE ALL"));
+        ld_status st = sent_result(db, PQsendQuery(db->conn, "DEALLOCATE ALL"), NULL);
         forget_statements(db);
+        if (st != LD_OK)
+            return st;
     }
     if (n == 0)
-        return exec_result(db, PQexecParams(db->conn, sql, n, NULL, params, lengths, formats, 0), out);
+        return sent_result(db, PQsendQueryParams(db->conn, sql, n, NULL, params, lengths, formats, 0), out);
     size_t i;
     char name[32];
     for (i = 0; i < db->n_stmts; i++)
@@ -357,8 +451,7 @@ ld_status ld_db_exec_params(ld_db *db, PGresult **out, const char *sql, int n, c
         if (!copy)
             return ld_db_fail(db, LD_ERR_NOMEM, "out of memory");
         snprintf(name, sizeof name, "ld%zu", i);
-        PGresult *res = PQprepare(db->conn, name, sql, n, NULL);
-        ld_status st = exec_result(db, res, NULL);
+        ld_status st = sent_result(db, PQsendPrepare(db->conn, name, sql, n, NULL), NULL);
         if (st != LD_OK) {
             free(copy);
             return st;
@@ -368,9 +461,9 @@ ld_status ld_db_exec_params(ld_db *db, PGresult **out, const char *sql, int n, c
         db->stmts[db->n_stmts++] = copy;
     }
     if (i == db->n_stmts) /* the cache is full: parse and plan this one each time */
-        return exec_result(db, PQexecParams(db->conn, sql, n, NULL, params, lengths, formats, 0), out);
+        return sent_result(db, PQsendQueryParams(db->conn, sql, n, NULL, params, lengths, formats, 0), out);
     snprintf(name, sizeof name, "ld%zu", i);
-    return exec_result(db, PQexecPrepared(db->conn, name, n, params, lengths, formats, 0), out);
+    return sent_result(db, PQsendQueryPrepared(db->conn, name, n, params, lengths, formats, 0), out);
 }
 
 ld_status ld_db_exec_script(ld_db *db, const char *sql)

@@ -29,6 +29,12 @@ typedef struct ld_db ld_db;
 ld_db *ld_db_connect(const char *url, char *err, size_t err_cap);
 void ld_db_close(ld_db *db); /* NULL is a no-op */
 
+/* From now on a statement whose answer has not come within `timeout_ms` (0: no limit, the
+ * default) fails with LD_ERR_UNAVAILABLE and leaves the connection broken (ld_db_check resets
+ * it): against a PostgreSQL that hangs with its connection open. The connection is put in
+ * libpq's non-blocking mode so that sending cannot hang either. NULL is a no-op. */
+void ld_db_set_timeout(ld_db *db, int timeout_ms);
+
 /* Makes sure the connection is usable, reconnecting once if it broke (a restarted server).
  * LD_OK or LD_ERR_UNAVAILABLE. */
 ld_status ld_db_check(ld_db *db);

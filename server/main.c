@@ -278,14 +278,15 @@ static int serve(ld_server *s) {
         ld_error("%s", err);
         return 1;
     }
-    s->pool = ld_pool_new(c->database_url, c->db_pool);
+    s->pool = ld_pool_new(c->database_url, c->db_pool, c->db_timeout_s * 1000);
     s->quota = ld_quota_new(c->quota_reports_per_min, c->quota_bytes_per_day);
     s->auth = s->pool ? ld_auth_new(s->pool, err, sizeof err) : NULL;
     if (!s->pool || !s->quota || !s->auth) {
         ld_error("cannot start: %s", s->auth ? "out of memory" : err);
         return 1;
     }
-    s->writer = ld_report_writer_start(c->database_url, c->db_writers, REPORT_BATCH_MAX, err, sizeof err);
+    s->writer = ld_report_writer_start(c->database_url, c->db_timeout_s * 1000, c->db_writers, REPORT_BATCH_MAX, err,
+                                       sizeof err);
     if (!s->writer) {
         ld_error("cannot start: %s", err);
         return 1;

@@ -15,12 +15,13 @@ struct ld_pool {
     pthread_cond_t cv;
     char *url;
     int size;      /* the limit */
+    int db_timeout_ms; /* each connection's (ld_db_set_timeout) */
     int open;      /* connections that exist, idle or lent */
     ld_db **idle;
     int nidle;
 };
 
-ld_pool *ld_pool_new(const char *url, int size) {
+ld_pool *ld_pool_new(const char *url, int size, int db_timeout_ms) {
     ld_pool *p = calloc(1, sizeof *p);
     if (!p) return NULL;
     p->url = strdup(url);
@@ -32,6 +33,7 @@ ld_pool *ld_pool_new(const char *url, int size) {
         return NULL;
     }
     p->size = size;
+    p->db_timeout_ms = db_timeout_ms;
     pthread_mutex_init(&p->mu, NULL);
     pthread_cond_init(&p->cv, NULL);
     return p;
@@ -79,6 +81,7 @@ ld_db *ld_pool_get(ld_pool *p, int wait_ms) {
     } else {
         char err[512];
         db = ld_db_connect(p->url, err, sizeof err);
+        ld_db_set_timeout(db, p->db_timeout_ms);
         if (db) return db;
         ld_warn("database unreachable: %s", err);
     }

@@ -6,7 +6,9 @@
 
 typedef struct ld_pool ld_pool;
 
-ld_pool *ld_pool_new(const char *url, int size);
+/* At most `size` connections to `url`, each waiting at most `db_timeout_ms` for an answer
+ * (ld_db_set_timeout; 0: no limit). */
+ld_pool *ld_pool_new(const char *url, int size, int db_timeout_ms);
 void ld_pool_free(ld_pool *p);
 
 /* A checked connection, waiting up to `wait_ms` for a free one. NULL when none could be had

@@ -65,6 +65,7 @@ struct ld_report_writer {
     struct timespec last_queued; /* CLOCK_MONOTONIC: when the newest report came */
     int stopping;
     char *url;
+    int db_timeout_ms; /* each writer connection's (ld_db_set_timeout) */
     size_t max_batch;
     size_t fill;      /* a lingering writer starts once this many are queued */
     int nthreads;
@@ -100,6 +101,7 @@ static ld_status store(writer_thread *t, ld_traces_item *items, size_t n) {
     char err[512];
     if (!t->db) {
         t->db = ld_db_connect(w->url, err, sizeof err);
+        ld_db_set_timeout(t->db, w->db_timeout_ms);
         if (!t->db) {
             if (!t->db_down) ld_warn("traces reports: database unreachable: %s", err);
             t->db_down = 1;
@@ -222,7 +224,8 @@ static void writer_join(ld_report_writer *w) {
         if (w->threads[i].started) pthread_join(w->threads[i].thread, NULL);
 }
 
-ld_report_writer *ld_report_writer_start(const char *db_url, int threads, size_t max_batch, char *err, size_t cap) {
+ld_report_writer *ld_report_writer_start(const char *db_url, int db_timeout_ms, int threads, size_t max_batch, char *err,
+                                         size_t cap) {
     if (!db_url || threads < 1 || max_batch < 1) {
         snprintf(err, cap, "ld_report_writer_start: bad arguments");
         return NULL;
@@ -238,6 +241,7 @@ ld_report_writer *ld_report_writer_start(const char *db_url, int threads, size_t
     pthread_condattr_setclock(&ca, CLOCK_MONOTONIC); /* the linger deadline */
     pthread_cond_init(&w->work, &ca);
     pthread_condattr_destroy(&ca);
+    w->db_timeout_ms = db_timeout_ms;
     w->max_batch = max_batch;
     w->fill = max_batch < BATCH_FILL ? max_batch : BATCH_FILL;
     w->url = strdup(db_url);

@@ -21,9 +21,11 @@ typedef struct ld_writer_timing {
 
 /* Starts `threads` writer threads, each with its own connection to `db_url` (opened on first
  * use and reopened after a failure): while one batch commits, the next is stored by another.
- * `max_batch` reports at most per transaction. NULL when out of memory or a thread cannot
+ * `max_batch` reports at most per transaction; each answer of PostgreSQL is waited for at most
+ * `db_timeout_ms` (0: no limit). NULL when out of memory or a thread cannot
  * start, with the reason in `err`. */
-ld_report_writer *ld_report_writer_start(const char *db_url, int threads, size_t max_batch, char *err, size_t cap);
+ld_report_writer *ld_report_writer_start(const char *db_url, int db_timeout_ms, int threads, size_t max_batch, char *err,
+                                         size_t cap);
 
 /* Stores `item` (see ld_traces_item) and returns when it is committed or has failed: LD_OK
  * with the item's outcome set, or LD_ERR_UNAVAILABLE (the database cannot be reached, or the

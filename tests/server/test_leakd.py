@@ -1909,6 +1909,34 @@ class T08_DatabaseDown(unittest.TestCase):
         self.assertIn("shutdown: not done 5 s after SIGTERM (is PostgreSQL answering?)", srv.log())
         H.wait_for(lambda: not _alive(workers[0]), 5, what="the worker killed")
 
+    def test_hung_database_answers_503_and_recovers(self):
+        # PostgreSQL hangs with its connections open (SIGSTOP): with LEAKD_DB_TIMEOUT=2 an
+        # upload and /readyz are answered 503 within seconds instead of waiting for ever on a
+        # task thread or a writer; once it runs again, everything works without a restart.
+        cluster, db, app, srv, http_ = self.own_cluster_and_leakd("hang", workers=1, db_timeout=2, db_writers=1)
+        doc = json.dumps(INPUTS.traces_json("listener_list")).encode()
+        # connections that exist before the hang (a new one would fail on connect_timeout)
+        self.assertEqual(http_.upload(app.ingest, H.make_meta("hang", mode="traces"), doc, "traces", "application/json").status, 202)
+        self.assertEqual(http_.get("/readyz").status, 200)
+        cluster.freeze()
+        self.addCleanup(cluster.thaw)
+        t0 = time.monotonic()
+        meta = H.make_meta("hang", mode="traces")
+        r = http_.upload(app.ingest, meta, doc, "traces", "application/json", timeout=30)
+        self.assertEqual(r.status, 503, r)
+        self.assertGreaterEqual(int(r.header("Retry-After")), 1)
+        self.assertLess(time.monotonic() - t0, 15)
+        t0 = time.monotonic()
+        self.assertEqual(http_.get("/readyz", timeout=30).status, 503)
+        self.assertLess(time.monotonic() - t0, 15)
+        self.assertEqual(http_.get("/healthz").status, 200)
+        self.assertRegex(srv.log(), r"POST /v1/reports 503 .* unavailable: the report could not be recorded")
+        cluster.thaw()
+        H.wait_for(lambda: http_.get("/readyz").status == 200, 30, what="/readyz green again")
+        r = http_.upload(app.ingest, meta, doc, "traces", "application/json")
+        self.assertIn(r.status, (200, 202), r)  # 200: the 503'd one had committed after all
+        self.assertEqual(H.psql(db, "SELECT count(*) FROM reports WHERE id = '%s'" % meta["report_id"]), [["1"]])
+
     def test_database_outage_and_recovery(self):
         cluster, db, app, srv, http_ = self.own_cluster_and_leakd("down", workers=1)
         doc = json.dumps(INPUTS.traces_json("listener_list")).encode()
