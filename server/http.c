@@ -144,10 +144,20 @@ const char *ld_req_header(ld_req *r, const char *name) {
     return MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, name);
 }
 
+/* Only an upload that stored something new counts against its key's quota: a repeat of a
+ * stored report (200) or one the server failed (5xx) gives its take back, before its answer
+ * goes out (a client's next upload may follow the answer at once). */
+static void quota_settle(ld_req *r, unsigned status) {
+    if (!r->quota_taken || (status != 200 && status < 500)) return;
+    ld_quota_give_back(r->srv->quota, r->who.key_id, r->quota_bytes);
+    r->quota_taken = 0;
+}
+
 static void set_response(ld_req *r, unsigned status, struct MHD_Response *resp) {
     if (r->resp) MHD_destroy_response(r->resp);
     r->resp = resp;
     r->status = status;
+    quota_settle(r, status);
 }
 
 void ld_respond_json_text(ld_req *r, unsigned status, char *text) {
@@ -588,10 +598,8 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **req_cls,
     else
         ld_info("req=%s %s %s %u %.1fms in=%llu %s%s%s", r->id, r->method, r->url, r->status, ms,
                 (unsigned long long)r->body_bytes, who, r->note[0] ? " " : "", r->note);
-    /* Only an upload that stored something new counts against its key's quota: a retry of a
-     * stored report (200) or one the server failed (5xx) gives its take back. */
-    if (r->quota_taken && (r->status == 200 || r->status >= 500 || toe != MHD_REQUEST_TERMINATED_COMPLETED_OK))
-        ld_quota_give_back(r->srv->quota, r->who.key_id, r->quota_bytes);
+    /* an upload that ended before it had an answer (the client went away) stored nothing */
+    if (r->quota_taken && !r->status) ld_quota_give_back(r->srv->quota, r->who.key_id, r->quota_bytes);
     if (r->body && r->body->cleanup) r->body->cleanup(r);
     if (r->resp) MHD_destroy_response(r->resp);
     turn_end(r);

@@ -69,7 +69,8 @@ struct ld_req {
     int key_checked;                /* waited for a key reload: 1, or 2 if it failed */
     ld_req *next_waiting;           /* in the list of requests waiting for that reload, or for memory */
     uint64_t quota_bytes;           /* an upload's take of its key's quota (ld_ingest_begin), given
-                                       back unless the upload stored something new (on_completed) */
+                                       back when its answer is a 200 or a 5xx (set_response), or
+                                       when it never got one (on_completed) */
     int quota_taken;
     uint64_t turn_bytes;            /* its share of the in-memory bodies' budget (ld_req_admit) */
     uint64_t turn_want;             /* waiting for that much */
