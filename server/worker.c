@@ -282,8 +282,13 @@ static void run_job(const ld_config *cfg, ld_db *db, const char *owner, ld_job *
             ld_error("report %s: cannot put it back (%s); its lease will expire and it will be retried", job->report_id,
                      ld_db_error(db));
     } else if (WEXITSTATUS(status) != CHILD_OK) {
-        snprintf(msg, sizeof msg, "analysis failed (%s): %.500s",
-                 WEXITSTATUS(status) == CHILD_NOMEM ? "over its memory budget" : "I/O error", text ? text : "?");
+        int code = WEXITSTATUS(status);
+        if (code == CHILD_NOMEM || code == CHILD_IO)
+            snprintf(msg, sizeof msg, "analysis failed (%s): %.500s",
+                     code == CHILD_NOMEM ? "over its memory budget" : "I/O error", text ? text : "?");
+        else /* not one of ours: something in the child exited for it (a sanitizer's report, say) */
+            snprintf(msg, sizeof msg, "analysis ended with exit status %d%s%.500s", code, text && *text ? ": " : "",
+                     text ? text : "");
         ld_warn("report %s: %s (attempt %d of %d)", job->report_id, msg, job->attempts, cfg->max_attempts);
         fail_job(db, job, owner, msg, 0, cfg->max_attempts);
     } else {

@@ -1745,6 +1745,22 @@ class T07_WorkerLifecycle(ServerCase):
         self.assertEqual(m["leakd_workers_alive"], 2)
         self.assertGreaterEqual(m["leakd_worker_restarts_total"], 1)
 
+    def test_crashed_analysis_is_retried_and_counted_once(self):
+        # The analysis child dies of SIGABRT, as a failed assertion would (the worker itself
+        # lives; ASan would catch a SIGSEGV itself and exit instead): the attempt is used,
+        # the report goes back to the queue with the reason, and the next attempt stores it.
+        app = self.new_app()
+        rid, worker, child, attempts = self.claim_and_freeze(app)
+        self.assertEqual(attempts, 1)
+        os.kill(child, signal.SIGABRT)
+        os.kill(child, signal.SIGCONT)  # a stopped process takes the signal once it runs
+        st, attempts2, err, owner = self.wait_report(rid, timeout=60)
+        self.assertEqual((st, attempts2), ("done", "2"), err)
+        self.assertIn("report %s: analysis crashed (signal 6) (attempt 1 of 3)" % rid, self.server.log())
+        self.assertIn(worker, self.server.worker_pids())  # the same worker went on
+        self.assertEqual(one(self.db, "SELECT count(*) FROM occurrences WHERE report_id = '%s'" % rid), "1")
+        self.assertEqual(self.http.get("/v1/reports/" + rid, key=app.read).json["leaks_found"], 1)
+
     def test_sigterm_lets_the_request_under_way_finish(self):
         """SIGTERM in the middle of an upload's body: new connections are refused at once, the
         upload under way is still stored and answered 202, then leakd exits 0."""
