@@ -105,23 +105,25 @@ ld_status ld_job_renew(ld_db *db, const ld_job *job, const char *owner, int leas
                          "UPDATE reports SET lease_until = now() + make_interval(secs => $5::int)" LEASE_IS_OURS, 1, p);
 }
 
-ld_status ld_job_release(ld_db *db, const ld_job *job, const char *owner, int refund) {
-    const char *p[] = {refund ? "1" : "0"};
+/* Back to 'queued' with the lease cleared: the attempt given back when `refund`, the error
+ * replaced when `error` is not NULL, and not claimable for `seconds` (lease_until) when > 0. */
+static ld_status requeue(ld_db *db, const ld_job *job, const char *owner, int refund, const char *error, int seconds) {
+    char secs[16];
+    snprintf(secs, sizeof secs, "%d", seconds > 0 ? seconds : 0);
+    const char *p[] = {refund ? "1" : "0", error, secs};
     return leased_update(db, job, owner,
-                         "UPDATE reports SET status = 'queued', lease_owner = NULL, lease_until = NULL,"
+                         "UPDATE reports SET status = 'queued', lease_owner = NULL, error = coalesce($6, error),"
+                         " lease_until = CASE WHEN $7::int > 0 THEN now() + make_interval(secs => $7::int) END,"
                          " attempts = GREATEST(attempts - $5::int, 0)" LEASE_IS_OURS,
-                         1, p);
+                         3, p);
+}
+
+ld_status ld_job_release(ld_db *db, const ld_job *job, const char *owner, int refund) {
+    return requeue(db, job, owner, refund, NULL, 0);
 }
 
 ld_status ld_job_defer(ld_db *db, const ld_job *job, const char *owner, const char *error, int seconds) {
-    char secs[16];
-    snprintf(secs, sizeof secs, "%d", seconds);
-    const char *p[] = {error ? error : "", secs};
-    return leased_update(db, job, owner,
-                         "UPDATE reports SET status = 'queued', error = $5, lease_owner = NULL,"
-                         " lease_until = now() + make_interval(secs => $6::int), attempts = GREATEST(attempts - 1, 0)"
-                         LEASE_IS_OURS,
-                         2, p);
+    return requeue(db, job, owner, 1, error ? error : "", seconds);
 }
 
 ld_status ld_job_fail(ld_db *db, const ld_job *job, const char *owner, const char *error, int permanent,
