@@ -66,6 +66,14 @@ static void free_mark(ld_conn_mark *m) {
     free(m);
 }
 
+static void free_all(ld_conn_mark **head) {
+    while (*head) {
+        ld_conn_mark *m = *head;
+        unlink_from(head, m);
+        free_mark(m);
+    }
+}
+
 /* Shuts down what owes a request past the timeout (locked); how many. */
 static unsigned sweep(ld_conn_watch *w, ld_conn_mark *head, long long now) {
     unsigned n = 0;
@@ -80,7 +88,10 @@ static unsigned sweep(ld_conn_watch *w, ld_conn_mark *head, long long now) {
 
 static void *watch_main(void *arg) {
     ld_conn_watch *w = arg;
-    long long step = w->timeout_ms / 4 < 1000 ? (w->timeout_ms / 4 > 50 ? w->timeout_ms / 4 : 50) : 1000;
+    /* a quarter of the timeout, between 50 ms and 1 s: a connection ends at most that late */
+    long long step = w->timeout_ms / 4;
+    if (step < 50) step = 50;
+    if (step > 1000) step = 1000;
     pthread_mutex_lock(&w->mu);
     while (!w->stopping) {
         struct timespec ts;
@@ -130,12 +141,8 @@ void ld_conn_watch_stop(ld_conn_watch *w) {
     pthread_cond_signal(&w->wake);
     pthread_mutex_unlock(&w->mu);
     pthread_join(w->thread, NULL);
-    for (ld_conn_mark **head = &w->pending; head; head = head == &w->pending ? &w->live : NULL)
-        while (*head) {
-            ld_conn_mark *m = *head;
-            unlink_from(head, m);
-            free_mark(m);
-        }
+    free_all(&w->pending);
+    free_all(&w->live);
     pthread_cond_destroy(&w->wake);
     pthread_mutex_destroy(&w->mu);
     free(w);

@@ -65,9 +65,9 @@ static double mono(void) {
 
 /* SIGTERM and SIGINT are taken by a thread of their own, which wakes the main loop and then
  * keeps the shutdown's promise. A PostgreSQL that stops answering without closing its
- * connections (hung, or behind a network partition) leaves libpq waiting with no limit: the
- * main loop (refreshing keys), requests, writers and workers waiting on it would otherwise
- * hold leakd past LEAKD_SHUTDOWN_TIMEOUT, or for ever. Their reports are safe: nothing
+ * connections (hung, or behind a network partition) keeps whatever waits on it: the main loop
+ * (refreshing keys), requests and writers up to LEAKD_DB_TIMEOUT (30 s), workers without a
+ * limit; they would otherwise hold leakd past LEAKD_SHUTDOWN_TIMEOUT, or for ever. Their reports are safe: nothing
  * uncommitted was answered. */
 typedef struct {
     pthread_t main_thread;

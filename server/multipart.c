@@ -271,9 +271,9 @@ static int emit(ld_mp *p, const void *data, size_t len, uint64_t off) {
         p->virt -= v;
         len -= v;
         if (len > p->lim.max_preamble - p->preamble)
-            /* The preamble starts at byte 0, so its first byte over the limit is here. */
-            /* what a client sees when its body is not delimited by the boundary its
-             * Content-Type names (another boundary, or another case) */
+            /* The preamble starts at byte 0, so its first byte over the limit is here. A client
+             * sees this when its body is not delimited by the boundary its Content-Type names
+             * (another boundary, or another case). */
             return fail(p, p->lim.max_preamble, "no delimiter of the Content-Type's boundary in the first %zu bytes",
                         p->lim.max_preamble);
         p->preamble += len;

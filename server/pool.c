@@ -81,8 +81,10 @@ ld_db *ld_pool_get(ld_pool *p, int wait_ms) {
     } else {
         char err[512];
         db = ld_db_connect(p->url, err, sizeof err);
-        ld_db_set_timeout(db, p->db_timeout_ms);
-        if (db) return db;
+        if (db) {
+            ld_db_set_timeout(db, p->db_timeout_ms);
+            return db;
+        }
         ld_warn("database unreachable: %s", err);
     }
     pthread_mutex_lock(&p->mu);
