@@ -16,7 +16,7 @@ void ld_admin_usage(FILE *out)
     fputs("usage: leakd migrate\n"
           "       leakd app create NAME\n"
           "       leakd app list\n"
-          "       leakd key create APP ingest|read\n"
+          "       leakd key create APP ingest|read|admin\n"
           "       leakd key create --admin\n"
           "       leakd key revoke KEY_ID\n"
           "\n"
@@ -24,7 +24,8 @@ void ld_admin_usage(FILE *out)
           "  app create NAME    create an app (NAME: 1-64 of a-z 0-9 . _ -, starting with a\n"
           "                     letter or digit) and print a new ingest key and read key\n"
           "  app list           list the apps with their active key counts\n"
-          "  key create         print a new key for APP, or an admin key (no app) with --admin\n"
+          "  key create         print a new key for APP (admin: upload, read and PATCH APP),\n"
+          "                     or with --admin an admin key of every app\n"
           "  key revoke KEY_ID  revoke a key by its id (the number in lw_<kind>_<id>_...)\n"
           "\n"
           "Keys are printed once; only their SHA-256 is stored.\n"
@@ -171,10 +172,11 @@ static int cmd_app_list(ld_db *db, FILE *out, FILE *errout)
     for (i = 0; i < n; i++)
         if ((int)strlen(rows[i].slug) > slug_w)
             slug_w = (int)strlen(rows[i].slug);
-    fprintf(out, "%6s  %-*s  %-20s  %6s  %4s\n", "ID", slug_w, "APP", "CREATED (UTC)", "INGEST", "READ");
+    fprintf(out, "%6s  %-*s  %-20s  %6s  %4s  %5s\n", "ID", slug_w, "APP", "CREATED (UTC)", "INGEST", "READ",
+            "ADMIN");
     for (i = 0; i < n; i++)
-        fprintf(out, "%6" PRId64 "  %-*s  %-20s  %6" PRId64 "  %4" PRId64 "\n", rows[i].id, slug_w,
-                rows[i].slug, rows[i].created_at, rows[i].ingest_keys, rows[i].read_keys);
+        fprintf(out, "%6" PRId64 "  %-*s  %-20s  %6" PRId64 "  %4" PRId64 "  %5" PRId64 "\n", rows[i].id, slug_w,
+                rows[i].slug, rows[i].created_at, rows[i].ingest_keys, rows[i].read_keys, rows[i].admin_keys);
     free(rows);
     return LD_EXIT_OK;
 }
@@ -191,7 +193,7 @@ static int cmd_key_create(ld_db *db, const char *app, const char *kind, FILE *ou
     if (app)
         fprintf(out, "Created %s key %" PRId64 " for app \"%s\":\n  %s\n", kind, id, app, key);
     else
-        fprintf(out, "Created admin key %" PRId64 ":\n  %s\n", id, key);
+        fprintf(out, "Created admin key %" PRId64 " for every app:\n  %s\n", id, key);
     fprintf(out, "This key will not be shown again: store it now.\n");
     memset(key, 0, sizeof key);
     return LD_EXIT_OK;
@@ -260,13 +262,8 @@ int ld_admin_main(const char *db_url, const char *migrations_dir, int argc, char
         cmd = KEY_CREATE;
         app = argv[2];
         kind = argv[3];
-        if (strcmp(kind, "admin") == 0) {
-            fprintf(errout, "leakd: key create: admin keys belong to no app: "
-                            "use `leakd key create --admin`\n");
-            return LD_EXIT_REFUSED;
-        }
         if (!ld_key_kind_valid(kind))
-            return usage_error(errout, "key create: the kind is ingest or read");
+            return usage_error(errout, "key create: the kind is ingest, read or admin");
     } else if (strcmp(argv[0], "key") == 0 && argc == 3 && strcmp(argv[1], "revoke") == 0) {
         cmd = KEY_REVOKE;
         if (parse_id(argv[2], &key_id) != 0)
@@ -276,7 +273,7 @@ int ld_admin_main(const char *db_url, const char *migrations_dir, int argc, char
     } else if (strcmp(argv[0], "app") == 0) {
         return usage_error(errout, "app: use `app create NAME` or `app list`");
     } else if (strcmp(argv[0], "key") == 0) {
-        return usage_error(errout, "key: use `key create APP ingest|read`, `key create --admin` or "
+        return usage_error(errout, "key: use `key create APP ingest|read|admin`, `key create --admin` or "
                                    "`key revoke KEY_ID`");
     } else {
         return usage_error(errout, "unknown command \"%.80s\"", argv[0]);

@@ -1,6 +1,6 @@
 /* api.c — the JSON API dashboards read: reports, leak groups (filters, sorting, cursor
  * pagination), one group with its representative trace, status changes, new leaks of a
- * version, health. Read keys see their app; admin keys see every app and may PATCH. */
+ * version, health. Read keys see their app; admin keys see theirs, or every app, and may PATCH. */
 #define _GNU_SOURCE
 #include <ctype.h>
 #include <stdio.h>
@@ -48,7 +48,7 @@ static void db_error(ld_req *r, ld_status st, const char *what) {
 
 /* The app of the path, as the key may see it: its id, or -1 with the answer prepared. */
 static int64_t app_for(ld_req *r, ld_db *db, const char *slug) {
-    if (r->who.kind != LD_KEY_ADMIN) {
+    if (r->who.app_id) {
         if (strcmp(slug, r->who.app_slug) != 0) {
             ld_respond_error(r, 403, "forbidden", "this key is for app \"%s\"", r->who.app_slug);
             return -1;
@@ -404,8 +404,9 @@ void ld_api_dispatch(ld_req *r) {
     /* GET /v1/reports/{id} */
     if (n == 3 && strcmp(seg[1], "reports") == 0 && get) {
         r->route = LD_ROUTE_REPORT;
-        if (r->who.kind == LD_KEY_ADMIN) {
-            ld_respond_error(r, 400, "bad_request", "use an app's read key to read its reports");
+        if (!r->who.app_id) {
+            /* A report id is unique only within its app, and this path names no app. */
+            ld_respond_error(r, 400, "bad_request", "use a key of the report's app to read it");
             return;
         }
         ld_db *db = ld_req_db(r, 5000, 5);

@@ -84,7 +84,8 @@ ld_status ld_app_list(ld_db *db, ld_app_row **rows, size_t *n)
                     "SELECT a.id, a.slug,"
                     " to_char(a.created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"'),"
                     " count(k.id) FILTER (WHERE k.kind = 'ingest'),"
-                    " count(k.id) FILTER (WHERE k.kind = 'read')"
+                    " count(k.id) FILTER (WHERE k.kind = 'read'),"
+                    " count(k.id) FILTER (WHERE k.kind = 'admin')"
                     " FROM apps a LEFT JOIN api_keys k ON k.app_id = a.id AND k.revoked_at IS NULL"
                     " GROUP BY a.id ORDER BY a.slug",
                     0, NULL);
@@ -105,6 +106,7 @@ ld_status ld_app_list(ld_db *db, ld_app_row **rows, size_t *n)
         snprintf(list[i].created_at, sizeof list[i].created_at, "%s", PQgetvalue(res, r, 2));
         list[i].ingest_keys = strtoll(PQgetvalue(res, r, 3), NULL, 10);
         list[i].read_keys = strtoll(PQgetvalue(res, r, 4), NULL, 10);
+        list[i].admin_keys = strtoll(PQgetvalue(res, r, 5), NULL, 10);
     }
     *rows = list;
     *n = count;

@@ -24,6 +24,7 @@ typedef struct ld_app_row {
     char created_at[32];   /* "YYYY-MM-DDTHH:MM:SSZ", UTC */
     int64_t ingest_keys;   /* keys not revoked, per kind */
     int64_t read_keys;
+    int64_t admin_keys;    /* of this app only, not those of every app */
 } ld_app_row;
 
 /* Every app, by slug. On LD_OK *rows is malloc'ed (free() it; NULL when *n is 0). */

@@ -13,8 +13,8 @@ typedef enum { LD_KEY_INGEST = 0, LD_KEY_READ = 1, LD_KEY_ADMIN = 2 } ld_key_kin
 typedef struct ld_principal {
     int64_t key_id;
     ld_key_kind kind;
-    int64_t app_id;          /* 0 for admin keys */
-    char app_slug[65];       /* "" for admin keys */
+    int64_t app_id;          /* 0 for an admin key of every app */
+    char app_slug[65];       /* "" for an admin key of every app */
 } ld_principal;
 
 typedef enum {

@@ -113,8 +113,9 @@ static int check_meta(ld_req *r) {
     in->build = m->has_build ? m->build : 0;
     snprintf(in->install_id, sizeof in->install_id, "%s", install ? install : "");
     snprintf(in->want, sizeof in->want, "%s", mode);
-    if (r->who.kind == LD_KEY_ADMIN) {
-        /* Any app: which one is looked up at the end, off the event loop (resolve_app). */
+    if (!r->who.app_id) {
+        /* An admin key of every app: which one is looked up at the end, off the event loop
+         * (resolve_app). */
         snprintf(in->app_slug, sizeof in->app_slug, "%s", app);
     } else {
         if (strcmp(app, r->who.app_slug) != 0) {
@@ -464,7 +465,8 @@ static void store_traces(ld_req *r, ld_report_in *rin) {
     }
 }
 
-/* An admin key may upload for any app: which, looked up now (off the event loop). */
+/* An admin key of every app may upload for any app: which, looked up now (off the event
+ * loop). */
 static int resolve_app(ld_req *r) {
     ingest *in = r->state;
     if (in->app_id) return 0;

@@ -106,7 +106,7 @@ ld_status ld_key_create(ld_db *db, const char *app_slug, const char *kind, char 
     char key[LD_KEY_MAX + 1];
     uint8_t hash[32];
     int64_t id;
-    int is_admin;
+    int every_app;
     ld_status rc;
 
     if (!db)
@@ -117,12 +117,11 @@ ld_status ld_key_create(ld_db *db, const char *app_slug, const char *kind, char 
     if (!ld_key_kind_valid(kind))
         return ld_db_fail(db, LD_ERR_INVALID, "invalid key kind \"%.20s\": use ingest, read or admin",
                           kind ? kind : "");
-    is_admin = strcmp(kind, "admin") == 0;
-    if (is_admin && app_slug)
-        return ld_db_fail(db, LD_ERR_INVALID, "admin keys belong to no app");
-    if (!is_admin && !app_slug)
+    /* An admin key without an app covers every app. */
+    every_app = strcmp(kind, "admin") == 0 && !app_slug;
+    if (!every_app && !app_slug)
         return ld_db_fail(db, LD_ERR_INVALID, "%s keys need an app", kind);
-    if (!is_admin && !ld_app_slug_valid(app_slug))
+    if (!every_app && !ld_app_slug_valid(app_slug))
         return ld_db_fail(db, LD_ERR_INVALID, "invalid app name \"%.80s\"", app_slug);
 
     rc = random_secret(db, secret);
@@ -140,7 +139,7 @@ ld_status ld_key_create(ld_db *db, const char *app_slug, const char *kind, char 
     ld_key_hash(key, hash);
     ld_hex_encode(hash, sizeof hash, hashhex + 2);
 
-    if (is_admin) {
+    if (every_app) {
         const char *params[2] = {idbuf, hashhex};
         rc = ld_db_exec(db, &res,
                         "INSERT INTO api_keys (id, app_id, kind, key_hash) VALUES ($1, NULL, 'admin', $2)",

@@ -15,11 +15,10 @@
 /* 1 for "ingest", "read" or "admin". */
 int ld_key_kind_valid(const char *kind);
 
-/* Creates a key of `kind` for the app `app_slug` (NULL for an admin key) and writes the whole
+/* Creates a key of `kind` for the app `app_slug` (NULL for an admin key of every app) and writes the whole
  * key string into `key_out` (`cap` >= LD_KEY_MAX bytes); *id_out (may be NULL) receives its
  * api_keys id. The key is shown once: only its SHA-256 is stored. Errors: LD_ERR_INVALID for
- * a bad kind, an admin key with an app, an ingest/read key without one, a malformed slug, or
- * a small buffer; LD_ERR_NOT_FOUND when the app does not exist. */
+ * a bad kind, an ingest/read key without an app, a malformed slug, or a small buffer; LD_ERR_NOT_FOUND when the app does not exist. */
 ld_status ld_key_create(ld_db *db, const char *app_slug, const char *kind, char *key_out,
                         size_t cap, int64_t *id_out);
 

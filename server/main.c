@@ -43,8 +43,9 @@ static const char usage[] =
     "  migrate                     apply pending database migrations\n"
     "  app create NAME             create an app; prints its first ingest and read keys\n"
     "  app list                    list apps\n"
-    "  key create APP KIND         a new key: KIND is ingest or read (APP is the app's name)\n"
-    "  key create --admin          a new admin key (every app, and PATCH)\n"
+    "  key create APP KIND         a new key: KIND is ingest, read or admin (APP is the app's name;\n"
+    "                              an admin key uploads, reads and PATCHes that app)\n"
+    "  key create --admin          a new admin key of every app\n"
     "  key revoke KEY_ID           revoke a key by its id (the number in lw_<kind>_<id>_...)\n"
     "  --version, --help\n"
     "\n";

@@ -553,6 +553,18 @@ static void test_migrations_keep_data(void **state)
                  " FROM pg_class c WHERE c.relname = 'leak_groups'",
                  "true 1 com.example.Activity300 41");
     assert_signature_rule(db);
+    /* 0014: an admin key may have an app; an ingest or read key still must. */
+    migrate_to(db, dir, "0014_app_admin_keys.sql", 14);
+    assert_int_equal(ld_db_exec_script(db,
+                                       "INSERT INTO api_keys (app_id, kind, key_hash)"
+                                       " SELECT min(id), 'admin', sha256('a') FROM apps;"
+                                       "INSERT INTO api_keys (app_id, kind, key_hash) VALUES (NULL, 'admin', sha256('b'))"),
+                     LD_OK);
+    assert_int_equal(ld_db_exec_script(db, "INSERT INTO api_keys (app_id, kind, key_hash) VALUES (NULL, 'read', sha256('c'))"),
+                     LD_ERR_INVALID);
+    assert_query(db, "SELECT count(*) FILTER (WHERE app_id IS NULL) || ' ' || count(*) FROM api_keys WHERE kind = 'admin'",
+                 "1 2");
+    assert_signature_rule(db);
     remove_dir(dir);
     free(dir);
 }
@@ -688,7 +700,6 @@ static void test_keys(void **state)
         assert_int_equal(ld_key_create(db, "nope", "ingest", k2, sizeof k2, NULL), LD_ERR_NOT_FOUND);
         assert_int_equal(ld_key_create(db, "demo", "write", k2, sizeof k2, NULL), LD_ERR_INVALID);
         assert_int_equal(ld_key_create(db, "demo", NULL, k2, sizeof k2, NULL), LD_ERR_INVALID);
-        assert_int_equal(ld_key_create(db, "demo", "admin", k2, sizeof k2, NULL), LD_ERR_INVALID);
         assert_int_equal(ld_key_create(db, NULL, "ingest", k2, sizeof k2, NULL), LD_ERR_INVALID);
         assert_int_equal(ld_key_create(db, NULL, "read", k2, sizeof k2, NULL), LD_ERR_INVALID);
         assert_int_equal(ld_key_create(db, "Bad Slug", "read", k2, sizeof k2, NULL), LD_ERR_INVALID);
@@ -701,6 +712,15 @@ static void test_keys(void **state)
         ld_hex_encode(hash, 32, hex);
         snprintf(sql, sizeof sql, "SELECT count(*) FROM api_keys WHERE key_hash = '\\x%s'::bytea", hex);
         assert_query(db, sql, "1");
+    }
+
+    /* An admin key of one app carries that app. */
+    {
+        char k2[LD_KEY_MAX];
+        int64_t id2 = 0;
+        assert_int_equal(ld_key_create(db, "demo", "admin", k2, sizeof k2, &id2), LD_OK);
+        assert_int_equal(ld_key_revoke(db, id2), LD_OK);
+        assert_query(db, "SELECT a.slug FROM api_keys k JOIN apps a ON a.id = k.app_id WHERE k.kind = 'admin'", "demo");
     }
 
     assert_int_equal(ld_keys_load(db, &rows, &n), LD_OK);
@@ -959,9 +979,9 @@ static void test_admin(void **state)
     r = run_admin(url, 4, "key", "create", "nope", "read");
     EXPECT(r, 3, err, "no app \"nope\"");
     r = run_admin(url, 4, "key", "create", "demo", "admin");
-    EXPECT(r, 3, err, "--admin");
+    EXPECT(r, 0, out, "for app \"demo\"");
     r = run_admin(url, 4, "key", "create", "demo", "write");
-    EXPECT(r, 2, err, "ingest or read");
+    EXPECT(r, 2, err, "ingest, read or admin");
 
     snprintf(idbuf, sizeof idbuf, "%lld", (long long)read_id);
     r = run_admin(url, 3, "key", "revoke", idbuf);
@@ -975,12 +995,13 @@ static void test_admin(void **state)
     r = run_admin(url, 3, "key", "revoke", "0");
     EXPECT(r, 2, err, "positive number");
 
-    /* 2 apps' worth of keys: demo has 2 ingest, 1 read left (one read revoked). */
-    assert_query(db, "SELECT count(*) FROM api_keys WHERE revoked_at IS NULL", "4");
+    /* demo has 2 ingest keys, 1 read (one revoked) and 1 admin; 1 admin key of every app. */
+    assert_query(db, "SELECT count(*) FROM api_keys WHERE revoked_at IS NULL", "5");
     r = run_admin(url, 2, "app", "list");
     if (r.rc != 0)
         fail_msg("app list: %s", r.err);
-    assert_non_null(strstr(r.out, "demo"));
+    assert_non_null(strstr(r.out, "INGEST  READ  ADMIN\n"));
+    assert_non_null(strstr(r.out, "Z       2     1      1\n"));
     run_free(&r);
 
     /* A newer database: everything but help refuses. */

@@ -206,18 +206,25 @@ class T01_Cli(unittest.TestCase):
         self.assertTrue(err.startswith("leakd: app: use `app create NAME` or `app list`\n"), err)
         rc, out, err = H.leakd_cli(self.db, "app", "list")
         self.assertEqual(rc, 0)
-        self.assertRegex(out, r"\n\s+1\s+demo\s+\S+\s+1\s+1\n")
+        self.assertRegex(out, r"\n\s+1\s+demo\s+\S+\s+1\s+1\s+0\n")
         rc, out, err = H.leakd_cli(self.db, "key", "create", "demo", "read")
         self.assertEqual(rc, 0, err)
         self.assertRegex(out, r"Created read key 3 for app \"demo\":\n  lw_read_3_")
         read3 = H.KEY_RE.search(out).group(0)
         self.assertEqual(H.leakd_cli(self.db, "key", "create", "nope", "read")[0], 3)      # no such app
-        self.assertEqual(H.leakd_cli(self.db, "key", "create", "demo", "admin")[0], 3)     # admin has no app
-        self.assertEqual(H.leakd_cli(self.db, "key", "create", "demo", "bogus")[0], 2)     # bad kind
-        rc, out, err = H.leakd_cli(self.db, "key", "create", "--admin")
+        self.assertEqual(H.leakd_cli(self.db, "key", "create", "nope", "admin")[0], 3)     # no such app
+        rc, out, err = H.leakd_cli(self.db, "key", "create", "demo", "bogus")              # bad kind
+        self.assertEqual((rc, err.splitlines()[0]), (2, "leakd: key create: the kind is ingest, read or admin"))
+        rc, out, err = H.leakd_cli(self.db, "key", "create", "demo", "admin")              # the app's admin
         self.assertEqual(rc, 0, err)
-        self.assertRegex(out, r"Created admin key (\d+):\n  lw_admin_\1_")
+        self.assertRegex(out, r"Created admin key (\d+) for app \"demo\":\n  lw_admin_\1_")
+        app_admin_id = H.key_id(H.KEY_RE.search(out).group(0))
+        rc, out, err = H.leakd_cli(self.db, "key", "create", "--admin")                    # every app's
+        self.assertEqual(rc, 0, err)
+        self.assertRegex(out, r"Created admin key (\d+) for every app:\n  lw_admin_\1_")
         admin_id = H.key_id(H.KEY_RE.search(out).group(0))
+        rc, out, err = H.leakd_cli(self.db, "app", "list")
+        self.assertRegex(out, r"\bADMIN\n\s+1\s+demo\s+\S+\s+1\s+2\s+1\n")
         self.assertEqual(H.leakd_cli(self.db, "key", "revoke", "999")[0], 3)               # no such key
         self.assertEqual(H.leakd_cli(self.db, "key", "revoke", "abc")[0], 2)               # not a number
         self.assertEqual(H.leakd_cli(self.db, "key", "revoke", "0")[0], 2)
@@ -228,7 +235,7 @@ class T01_Cli(unittest.TestCase):
         self.assertTrue(err.startswith('leakd: unknown command "frobnicate"\n'), err)
         rc, out, err = H.leakd_cli(self.db, "key", "rotate", "3")
         self.assertEqual(rc, 2)
-        self.assertIn("key: use `key create APP ingest|read`", err)
+        self.assertIn("key: use `key create APP ingest|read|admin`", err)
         # a bad setting is refused before anything starts, naming the setting and the value
         rc, out, err = H.leakd_cli(self.db, "serve", "--workers", "-3")
         self.assertEqual((rc, err), (2, 'leakd: --workers: "-3" is not a whole number (0 or more)\n'))
@@ -237,9 +244,9 @@ class T01_Cli(unittest.TestCase):
         self.assertIn('--max-upload-bytes: "5X" is not a size', err)
         self.assertEqual(rows(self.db, "SELECT id, kind, app_id IS NULL, revoked_at IS NOT NULL FROM api_keys ORDER BY id"),
                          [["1", "ingest", "f", "f"], ["2", "read", "f", "f"], ["3", "read", "f", "t"],
-                          [str(admin_id), "admin", "t", "f"]])
+                          [str(app_admin_id), "admin", "f", "f"], [str(admin_id), "admin", "t", "f"]])
         self.assertEqual(H.key_id(read3), 3)
-        self.assertEqual(one(self.db, "SELECT count(*) FROM api_keys WHERE length(key_hash) = 32"), "4")
+        self.assertEqual(one(self.db, "SELECT count(*) FROM api_keys WHERE length(key_hash) = 32"), "5")
         # the database unreachable: exit 4
         dead = H.url_with_db("postgresql://postgres@127.0.0.1:%d/x" % H.free_port(), "x")
         rc, out, err = H.leakd_cli(dead, "app", "list")
@@ -1007,6 +1014,34 @@ class T03_Grouping(ServerCase):
         self.assertEqual((p.json["status"], p.json["fixed_in_build"]), ("open", None))
         self.assertEqual(one(self.db, "SELECT count(*) FROM occurrences o JOIN leak_groups g ON g.id = o.group_id "
                                       "WHERE g.signature = '%s'" % sig), "7")
+
+    def test_admin_key_of_one_app(self):
+        """`leakd key create APP admin`: uploads, reads and PATCHes APP, and nothing of another."""
+        app = self.new_app()
+        admin = H.create_key(self.db, app.slug, "admin")
+        doc = H.traces_doc(H.synthetic_leak("com.example.Cache", "com.example.Owner"))
+        sig = doc["leaks"][0]["signature"]
+        meta, r = self.upload_traces(app, doc, key=admin)  # the new key is found on a cache miss
+        self.assertEqual(r.status, 202, r)
+        self.assertEqual(r.json["status"], "done")
+        self.assertEqual(self.http.get("/v1/reports/" + meta["report_id"], key=admin).json["id"], meta["report_id"])
+        path = "/v1/apps/%s/leaks/%s" % (app.slug, sig)
+        self.assertEqual(self.http.get(path, key=admin).json["occurrences"], 1)
+        self.assertEqual([g["signature"] for g in self.http.get("/v1/apps/%s/leaks" % app.slug, key=admin).json["leaks"]],
+                         [sig])
+        p = self.http.patch(path, admin, {"status": "fixed"})
+        self.assertEqual((p.status, p.json["status"]), (200, "fixed"), p)
+        # another app: neither its reads, nor its PATCH, nor an upload in its name
+        self.assertError(self.http.get("/v1/apps/%s/leaks" % self.other.slug, key=admin), 403, "forbidden")
+        self.assertError(self.http.patch("/v1/apps/%s/leaks/%s" % (self.other.slug, sig), admin, {"status": "fixed"}),
+                         403, "forbidden")
+        r = self.http.upload(admin, H.make_meta(self.other.slug, mode="traces"), json.dumps(doc).encode(), "traces",
+                             "application/json")
+        self.assertError(r, 403, "forbidden")
+        self.assertEqual(r.json["error"]["message"], 'this key uploads for app "%s", not "%s"' % (app.slug, self.other.slug))
+        # revoked, it is refused like any key
+        H.leakd_cli(self.db, "key", "revoke", str(H.key_id(admin)))
+        H.wait_for(lambda: self.http.get(path, key=admin).status == 401, 15, interval=0.5, what="the revoked key to get 401")
 
     def test_report_without_install_id_is_not_a_device(self):
         app = self.new_app()
