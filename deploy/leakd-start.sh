@@ -41,7 +41,7 @@ if [ -n "${LEAKD_BOOTSTRAP_APP:-}" ]; then
   else
     umask 077
     created=$("$leakd" app create "$LEAKD_BOOTSTRAP_APP")
-    admin=$("$leakd" key create --admin)
+    admin=$("$leakd" key create "$LEAKD_BOOTSTRAP_APP" admin)
     ingest=$(printf '%s\n' "$created" | sed -n 's/.*ingest key: *\(lw_ingest_[^ ]*\).*/\1/p')
     read_key=$(printf '%s\n' "$created" | sed -n 's/.*read key: *\(lw_read_[^ ]*\).*/\1/p')
     admin_key=$(printf '%s\n' "$admin" | grep -o 'lw_admin_[A-Za-z0-9_]*' | head -n 1)
