@@ -20,6 +20,7 @@ struct ld_conn_mark {
     int fd;                  /* libmicrohttpd's descriptor: finds the mark when it starts */
     int own;                 /* our dup of it: the one shut down, closed in ld_conn_watch_closed */
     int shut;                /* shut down once already */
+    atomic_int linger;       /* answered with its body unread: closed through the lingerer */
     atomic_int busy;         /* a request's headers are in; its answer is not done */
     atomic_llong since_ms;   /* when the connection last began to owe a request */
 };
@@ -29,8 +30,9 @@ struct ld_conn_watch {
     pthread_cond_t wake;
     ld_conn_mark *pending;   /* accepted, not yet started by libmicrohttpd */
     ld_conn_mark *live;      /* started */
-    long long timeout_ms;
+    long long timeout_ms;    /* 0: none times out */
     atomic_ullong *closed;
+    ld_linger *linger;
     int stopping;
     pthread_t thread;
 };
@@ -61,16 +63,17 @@ static ld_conn_mark *find_pending(ld_conn_watch *w, int fd) {
     return NULL;
 }
 
-static void free_mark(ld_conn_mark *m) {
-    close(m->own);
+static void free_mark(ld_conn_watch *w, ld_conn_mark *m) {
+    if (atomic_load(&m->linger) && !m->shut) ld_linger_close(w->linger, m->own);
+    else close(m->own);
     free(m);
 }
 
-static void free_all(ld_conn_mark **head) {
+static void free_all(ld_conn_watch *w, ld_conn_mark **head) {
     while (*head) {
         ld_conn_mark *m = *head;
         unlink_from(head, m);
-        free_mark(m);
+        free_mark(w, m);
     }
 }
 
@@ -89,7 +92,7 @@ static unsigned sweep(ld_conn_watch *w, ld_conn_mark *head, long long now) {
 static void *watch_main(void *arg) {
     ld_conn_watch *w = arg;
     /* a quarter of the timeout, between 50 ms and 1 s: a connection ends at most that late */
-    long long step = w->timeout_ms / 4;
+    long long step = w->timeout_ms ? w->timeout_ms / 4 : 1000;
     if (step < 50) step = 50;
     if (step > 1000) step = 1000;
     pthread_mutex_lock(&w->mu);
@@ -101,6 +104,7 @@ static void *watch_main(void *arg) {
         ts.tv_nsec %= 1000000000L;
         pthread_cond_timedwait(&w->wake, &w->mu, &ts);
         if (w->stopping) break;
+        if (!w->timeout_ms) continue;
         long long now = now_ms();
         unsigned n = sweep(w, w->live, now) + sweep(w, w->pending, now);
         if (n && w->closed) atomic_fetch_add(w->closed, n);
@@ -112,7 +116,8 @@ static void *watch_main(void *arg) {
     return NULL;
 }
 
-ld_conn_watch *ld_conn_watch_start(double timeout_s, atomic_ullong *closed, char *err, size_t cap) {
+ld_conn_watch *ld_conn_watch_start(double timeout_s, atomic_ullong *closed, ld_linger *linger, char *err,
+                                   size_t cap) {
     ld_conn_watch *w = calloc(1, sizeof *w);
     if (!w) {
         snprintf(err, cap, "out of memory");
@@ -120,9 +125,10 @@ ld_conn_watch *ld_conn_watch_start(double timeout_s, atomic_ullong *closed, char
     }
     pthread_mutex_init(&w->mu, NULL);
     pthread_cond_init(&w->wake, NULL);
-    w->timeout_ms = (long long)(timeout_s * 1000);
-    if (w->timeout_ms < 1) w->timeout_ms = 1;
+    w->timeout_ms = timeout_s > 0 ? (long long)(timeout_s * 1000) : 0;
+    if (timeout_s > 0 && w->timeout_ms < 1) w->timeout_ms = 1;
     w->closed = closed;
+    w->linger = linger;
     int rc = pthread_create(&w->thread, NULL, watch_main, w);
     if (rc != 0) {
         snprintf(err, cap, "cannot start the connection watch: %s", strerror(rc));
@@ -141,8 +147,8 @@ void ld_conn_watch_stop(ld_conn_watch *w) {
     pthread_cond_signal(&w->wake);
     pthread_mutex_unlock(&w->mu);
     pthread_join(w->thread, NULL);
-    free_all(&w->pending);
-    free_all(&w->live);
+    free_all(w, &w->pending);
+    free_all(w, &w->live);
     pthread_cond_destroy(&w->wake);
     pthread_mutex_destroy(&w->mu);
     free(w);
@@ -165,7 +171,7 @@ int ld_conn_watch_accepted(ld_conn_watch *w, int fd) {
     if (stale) unlink_from(&w->pending, stale);
     link_in(&w->pending, m);
     pthread_mutex_unlock(&w->mu);
-    if (stale) free_mark(stale);
+    if (stale) free_mark(w, stale);
     return 0;
 }
 
@@ -175,7 +181,7 @@ void ld_conn_watch_refused(ld_conn_watch *w, int fd) {
     ld_conn_mark *m = find_pending(w, fd);
     if (m) unlink_from(&w->pending, m);
     pthread_mutex_unlock(&w->mu);
-    if (m) free_mark(m);
+    if (m) free_mark(w, m);
 }
 
 ld_conn_mark *ld_conn_watch_started(ld_conn_watch *w, int fd) {
@@ -195,11 +201,15 @@ void ld_conn_watch_closed(ld_conn_watch *w, ld_conn_mark *m) {
     pthread_mutex_lock(&w->mu);
     unlink_from(&w->live, m);
     pthread_mutex_unlock(&w->mu);
-    free_mark(m);
+    free_mark(w, m);
 }
 
 void ld_conn_mark_busy(ld_conn_mark *m, int busy) {
     if (!m) return;
     if (!busy) atomic_store(&m->since_ms, now_ms());
     atomic_store(&m->busy, busy);
+}
+
+void ld_conn_mark_linger(ld_conn_mark *m) {
+    if (m) atomic_store(&m->linger, 1);
 }

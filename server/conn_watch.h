@@ -10,19 +10,24 @@
  *
  * It shuts down a dup of the socket taken at accept and closed only once libmicrohttpd says
  * the connection closed, so it can never reach a descriptor that libmicrohttpd closed and the
- * kernel gave to someone else. */
+ * kernel gave to someone else. The same dup lets a connection answered before its body was
+ * read outlive libmicrohttpd's close, for a lingering close (linger.h). */
 #ifndef LD_CONN_WATCH_H
 #define LD_CONN_WATCH_H
 
 #include <stdatomic.h>
 #include <stddef.h>
 
+#include "linger.h"
+
 typedef struct ld_conn_watch ld_conn_watch;
 typedef struct ld_conn_mark ld_conn_mark;
 
-/* Starts the watch's thread; `closed` counts the connections it ends (may be NULL). NULL with
- * the reason in err. */
-ld_conn_watch *ld_conn_watch_start(double timeout_s, atomic_ullong *closed, char *err, size_t cap);
+/* Starts the watch's thread; `timeout_s` 0 ends no connection. `closed` counts the connections
+ * it ends (may be NULL); `linger` takes those marked with ld_conn_mark_linger when they close
+ * (NULL: none lingers). NULL with the reason in err. */
+ld_conn_watch *ld_conn_watch_start(double timeout_s, atomic_ullong *closed, ld_linger *linger, char *err,
+                                   size_t cap);
 /* Stops the thread and frees every mark (after libmicrohttpd stopped). NULL is a no-op. */
 void ld_conn_watch_stop(ld_conn_watch *w);
 
@@ -38,5 +43,8 @@ ld_conn_mark *ld_conn_watch_started(ld_conn_watch *w, int fd);
 void ld_conn_watch_closed(ld_conn_watch *w, ld_conn_mark *m);
 /* A request's headers are in (1), or its answer is done and the next one is owed (0). */
 void ld_conn_mark_busy(ld_conn_mark *m, int busy);
+/* The connection was answered before the client sent all of its body: when it closes, it goes
+ * to the lingerer rather than being closed at once. NULL is a no-op. */
+void ld_conn_mark_linger(ld_conn_mark *m);
 
 #endif

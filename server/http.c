@@ -28,7 +28,8 @@
 #include "server.h"
 
 static struct MHD_Daemon *metrics_daemon;
-static ld_conn_watch *watch; /* LEAKD_HEADER_TIMEOUT; NULL when 0 */
+static ld_conn_watch *watch;   /* LEAKD_HEADER_TIMEOUT, and the dups the lingerer needs */
+static ld_linger *lingerer;
 
 /* The API: one libmicrohttpd daemon per event thread, none of them listening, and a thread
  * that accepts each connection and hands it to the daemon with the fewest connections
@@ -584,6 +585,12 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **req_cls,
     if (!r) return;
     const union MHD_ConnectionInfo *ci = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
     if (ci) ld_conn_mark_busy(ci->socket_context, 0); /* the next request is owed from now */
+    /* Answered with its body still coming (a refusal on the headers, to a client that did not
+     * wait for 100 Continue): libmicrohttpd closes the connection, and the client must still
+     * read the answer (linger.h). Not under TLS, whose close libmicrohttpd does its own way. */
+    if (ci && toe == MHD_REQUEST_TERMINATED_COMPLETED_OK && !r->srv->cfg.tls_cert[0] && has_body(conn) &&
+        (!r->content_length || r->body_bytes < r->content_length))
+        ld_conn_mark_linger(ci->socket_context);
     /* One line per request. */
     double ms = (mono() - r->started) * 1e3;
     char who[96] = "-";
@@ -775,6 +782,8 @@ static void undo_start(ld_server *s) {
     n_api_daemons = 0;
     ld_conn_watch_stop(watch);
     watch = NULL;
+    ld_linger_stop(lingerer);
+    lingerer = NULL;
     ld_task_pool_stop(s->tasks);
     s->tasks = NULL;
     ld_blob_files_stop(s->blobs);
@@ -840,8 +849,8 @@ int ld_http_start(ld_server *s, char *err, size_t cap) {
     }
     acceptor.open = 0;
     memset(acceptor.per, 0, sizeof acceptor.per);
-    if (s->cfg.header_timeout_s > 0 &&
-        !(watch = ld_conn_watch_start(s->cfg.header_timeout_s, &s->metrics.header_timeouts, err, cap))) {
+    if (!(lingerer = ld_linger_start(&s->metrics.lingering_closes, err, cap)) ||
+        !(watch = ld_conn_watch_start(s->cfg.header_timeout_s, &s->metrics.header_timeouts, lingerer, err, cap))) {
         free(cert);
         free(key);
         undo_start(s);
@@ -929,6 +938,8 @@ void ld_http_stop(ld_server *s, double deadline) {
     }
     ld_conn_watch_stop(watch); /* after the daemons, which said every connection closed */
     watch = NULL;
+    ld_linger_stop(lingerer); /* after the watch, which may hand it the last sockets */
+    lingerer = NULL;
     acceptor_stop();
     ld_task_pool_stop(s->tasks);
     s->tasks = NULL;

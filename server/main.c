@@ -17,6 +17,7 @@
 
 #include "admin.h"
 #include "leakcore.h"
+#include "linger.h"
 #include "log.h"
 #include "migrate.h"
 #include "queue.h"
@@ -188,13 +189,12 @@ static int purge_old(ld_server *s, int64_t *purged) {
     return 0;
 }
 
-/* Partial uploads and analysis scratch dirs of a previous run. */
-/* Each connection may hold its socket, its header timeout's dup of it (conn_watch.h) and an
- * upload's temp file, besides the database
- * connections and the files of the process: raise the soft descriptor limit (often 1024) to
- * what the connection limit needs, up to the hard limit, and say so when that is too low. */
+/* Each connection may hold its socket, conn_watch's dup of it and an upload's temp file,
+ * besides the sockets lingering after their close (linger.h), the database connections and
+ * the files of the process: raise the soft descriptor limit (often 1024) to what the
+ * connection limit needs, up to the hard limit, and say so when that is too low. */
 static void raise_fd_limit(const ld_config *c) {
-    rlim_t need = (rlim_t)c->connection_limit * (c->header_timeout_s > 0 ? 3 : 2) + (rlim_t)c->db_pool + (rlim_t)c->db_writers + 64;
+    rlim_t need = (rlim_t)c->connection_limit * 3 + LD_LINGER_SOCKETS + (rlim_t)c->db_pool + (rlim_t)c->db_writers + 64;
     struct rlimit rl;
     if (getrlimit(RLIMIT_NOFILE, &rl) != 0 || rl.rlim_cur >= need) return;
     rlim_t to = rl.rlim_max != RLIM_INFINITY && rl.rlim_max < need ? rl.rlim_max : need;
@@ -209,6 +209,7 @@ static void raise_fd_limit(const ld_config *c) {
                 c->connection_limit, (unsigned long long)need, (unsigned long long)rl.rlim_max);
 }
 
+/* Partial uploads and analysis scratch dirs of a previous run. */
 static void clean_tmp(const char *dir) {
     DIR *d = opendir(dir);
     if (!d) return;

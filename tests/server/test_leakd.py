@@ -566,6 +566,44 @@ class T02_Ingest(ServerCase):
         self.assertEqual(json.loads(body)["error"]["code"], "too_large")
         self.assertIn(str(limit), json.loads(body)["error"]["message"])
 
+    def test_refusal_before_the_body_reaches_a_client_that_sends_it_anyway(self):
+        """A client that does not send `Expect: 100-continue` sends its whole body before it
+        reads, as Python's http.client does. leakd refuses it on the headers; the answer must
+        still reach it. Closing with the body unread would make the kernel answer the rest with
+        a reset, and the client would see a broken pipe instead of its 401 or 413."""
+        cases = [("unknown key", "lw_ingest_999_" + "A" * 32, 16 << 20, 401, "unauthorized"),
+                 ("over the cap", self.app.ingest, (1 << 30) + 1, 413, "too_large")]  # the default cap
+        chunk = b"x" * (1 << 20)
+        before = self.server.metrics()["leakd_lingering_closes_total"]
+        for name, key, size, status, code in cases:
+            with self.subTest(name):
+                s = socket.create_connection(("127.0.0.1", self.server.port), timeout=10)
+                self.addCleanup(s.close)
+                s.sendall(("POST /v1/reports HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\n"
+                           "Content-Type: multipart/form-data; boundary=b\r\nContent-Length: %d\r\n\r\n"
+                           % (key, size)).encode())
+                sent = 0
+                try:
+                    while sent < size:
+                        n = min(len(chunk), size - sent)
+                        s.sendall(chunk[:n])
+                        sent += n
+                except OSError as e:
+                    self.fail("%s after %d of %d bytes of the body" % (e, sent, size))
+                data = b""
+                while b"\r\n\r\n" not in data or not data.endswith(b"}\n"):
+                    more = s.recv(65536)
+                    if not more:
+                        break
+                    data += more
+                self.assertTrue(data.startswith(b"HTTP/1.1 %d " % status), data[:200])
+                self.assertEqual(json.loads(data.partition(b"\r\n\r\n")[2])["error"]["code"], code)
+                s.close()
+        self.assertEqual(self.server.metrics()["leakd_lingering_closes_total"], before + 2)
+        # a request whose body was read to its end does not linger
+        self.assertEqual(self.upload_traces(self.app, INPUTS.traces_json("listener_list"))[1].status, 202)
+        self.assertEqual(self.server.metrics()["leakd_lingering_closes_total"], before + 2)
+
     def test_refusals_415(self):
         meta = H.make_meta("alpha", mode="traces")
         body = json.dumps(INPUTS.traces_json("listener_list")).encode()
@@ -1392,7 +1430,7 @@ class T05b_ConnectionLimit(RawGets, ServerCase):
         srv = H.Leakd(self.db, workers=1, connection_limit=512, db_pool=4, db_writers=2)
         self.addCleanup(srv.cleanup)
         srv.start(nofile=(256, 8192))
-        self.assertEqual(soft_limit(srv.proc.pid), 512 * 3 + 4 + 2 + 64)  # socket, its dup, a temp file
+        self.assertEqual(soft_limit(srv.proc.pid), 512 * 3 + 256 + 4 + 2 + 64)  # socket, its dup, a temp file; lingering
         self.assertNotIn("open files", srv.log())
         self.assertEqual(H.Client(srv.port, API).get("/healthz").status, 200)
         srv.stop()
@@ -1400,7 +1438,7 @@ class T05b_ConnectionLimit(RawGets, ServerCase):
         self.addCleanup(low.cleanup)
         low.start(nofile=(256, 600))
         self.assertEqual(soft_limit(low.proc.pid), 600)
-        self.assertIn("LEAKD_CONNECTION_LIMIT=512 needs about 1606 open files, and the hard limit is 600", low.log())
+        self.assertIn("LEAKD_CONNECTION_LIMIT=512 needs about 1862 open files, and the hard limit is 600", low.log())
         self.assertEqual(H.Client(low.port, API).get("/healthz").status, 200)
 
 
