@@ -450,6 +450,18 @@ static void route(ld_req *r) {
     ld_api_dispatch(r);
 }
 
+/* libmicrohttpd's own messages, such as a request it refuses before leakd sees it (a malformed
+ * Content-Length: it answers 400 itself), go through leakd's log: with its time and role, and,
+ * with LEAKD_LOG_FORMAT=json, as one JSON object a line like every other. */
+static void on_mhd_log(void *cls, const char *fmt, va_list ap) {
+    (void)cls;
+    char msg[1024];
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    size_t n = strlen(msg);
+    while (n && (msg[n - 1] == '\n' || msg[n - 1] == ' ')) msg[--n] = '\0';
+    ld_warn("libmicrohttpd: %s", msg);
+}
+
 /* Runs a request's blocking step on a task thread, then hands the connection back. */
 static void run_off_loop(ld_task *t) {
     ld_req *r = (ld_req *)((char *)t - offsetof(ld_req, task));
@@ -866,7 +878,8 @@ int ld_http_start(ld_server *s, char *err, size_t cap) {
              * report, and heap uploads, bounded by the disk, were no faster for the larger reads. */
             MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)(32 * 1024),
             MHD_OPTION_NOTIFY_CONNECTION, on_connection, (void *)(intptr_t)n_api_daemons,
-            MHD_OPTION_NOTIFY_COMPLETED, on_completed, s, cert ? MHD_OPTION_HTTPS_MEM_CERT : MHD_OPTION_END, cert,
+            MHD_OPTION_NOTIFY_COMPLETED, on_completed, s, MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, NULL,
+            cert ? MHD_OPTION_HTTPS_MEM_CERT : MHD_OPTION_END, cert,
             MHD_OPTION_HTTPS_MEM_KEY, key, MHD_OPTION_END);
         if (!d) break;
         api_daemons[n_api_daemons] = d;
@@ -891,7 +904,8 @@ int ld_http_start(ld_server *s, char *err, size_t cap) {
         if (parse_listen(s->cfg.metrics_listen, &maddr, err, cap)) return -1;
         unsigned mflags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ERROR_LOG | (maddr.ss_family == AF_INET6 ? MHD_USE_IPv6 : 0);
         metrics_daemon = MHD_start_daemon(mflags, 0, NULL, NULL, on_metrics, s, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&maddr,
-                                          MHD_OPTION_CONNECTION_TIMEOUT, 10u, MHD_OPTION_END);
+                                          MHD_OPTION_CONNECTION_TIMEOUT, 10u, MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, NULL,
+                                          MHD_OPTION_END);
         if (!metrics_daemon) {
             snprintf(err, cap, "cannot listen on %s for metrics (in use, or not allowed)", s->cfg.metrics_listen);
             return -1;

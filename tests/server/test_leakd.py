@@ -919,6 +919,19 @@ class T02_Ingest(ServerCase):
         miss = http_.get("/v1/nope", key=app.read)
         self.assertEqual((up.status, miss.status), (202, 404))
         ids = [up.header("X-Request-Id"), miss.header("X-Request-Id")]
+        # libmicrohttpd refuses a malformed Content-Length itself, before leakd sees the
+        # request: its answer is its own (HTML), and its message must still be a JSON line
+        s = socket.create_connection(("127.0.0.1", srv.port), timeout=5)
+        s.sendall(("POST /v1/reports HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\n"
+                   "Content-Type: multipart/form-data; boundary=b\r\nContent-Length: -1\r\n\r\n" % app.ingest).encode())
+        data = b""
+        while True:
+            more = s.recv(65536)
+            if not more:
+                break
+            data += more
+        s.close()
+        self.assertTrue(data.startswith(b"HTTP/1.1 400 "), data[:200])
         self.assertRegex(ids[0], r"^[0-9a-f]{16}$")
         self.assertNotEqual(ids[0], ids[1])
         srv.stop()
@@ -929,6 +942,8 @@ class T02_Ingest(ServerCase):
         self.assertIn("POST /v1/reports 202 ", mine[0])
         self.assertIn("report=%s traces accepted" % meta["report_id"], mine[0])
         self.assertEqual(len([o for o in lines if o["msg"].startswith("req=%s GET /v1/nope 404 " % ids[1])]), 1)
+        self.assertIn("libmicrohttpd: Failed to parse `Content-Length' header. Closing connection.",
+                      [o["msg"] for o in lines if o["level"] == "warn"])
 
     def test_health_and_metrics_count(self):
         self.assertEqual(self.http.get("/healthz").json, {"status": "ok"})
