@@ -377,7 +377,11 @@ void ld_api_dispatch(ld_req *r) {
         r->route = LD_ROUTE_READYZ;
         ld_db *db = ld_pool_get(r->srv->pool, 2000);
         PGresult *res = NULL;
+        /* A probe wants its answer within seconds, not after LEAKD_DB_TIMEOUT (30 s): a
+         * database that does not answer SELECT 1 within 2 s is not ready. */
+        int was = ld_db_set_timeout(db, 2000);
         ld_status st = db ? ld_db_exec(db, &res, "SELECT 1", 0, NULL) : LD_ERR_UNAVAILABLE;
+        ld_db_set_timeout(db, was);
         PQclear(res);
         ld_pool_put(r->srv->pool, db);
         if (st == LD_OK) ld_respond_json(r, 200, json_pack("{s:s}", "status", "ready"));

@@ -316,14 +316,16 @@ ld_status ld_db_check(ld_db *db)
     return LD_OK;
 }
 
-void ld_db_set_timeout(ld_db *db, int timeout_ms)
+int ld_db_set_timeout(ld_db *db, int timeout_ms)
 {
     if (!db)
-        return;
+        return 0;
+    int was = db->timeout_ms;
     db->timeout_ms = timeout_ms > 0 ? timeout_ms : 0;
     /* so that sending a large query cannot block either (PQexec still does, by design) */
     if (db->conn)
         PQsetnonblocking(db->conn, db->timeout_ms > 0);
+    return was;
 }
 
 /* Waits for `conn`'s socket to be ready for `events` until `deadline_ms` (0: no limit). 1

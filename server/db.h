@@ -32,8 +32,9 @@ void ld_db_close(ld_db *db); /* NULL is a no-op */
 /* From now on a statement whose answer has not come within `timeout_ms` (0: no limit, the
  * default) fails with LD_ERR_UNAVAILABLE and leaves the connection broken (ld_db_check resets
  * it): against a PostgreSQL that hangs with its connection open. The connection is put in
- * libpq's non-blocking mode so that sending cannot hang either. NULL is a no-op. */
-void ld_db_set_timeout(ld_db *db, int timeout_ms);
+ * libpq's non-blocking mode so that sending cannot hang either. Returns the limit it replaces
+ * (0 for NULL). */
+int ld_db_set_timeout(ld_db *db, int timeout_ms);
 
 /* Makes sure the connection is usable, reconnecting once if it broke (a restarted server).
  * LD_OK or LD_ERR_UNAVAILABLE. */
