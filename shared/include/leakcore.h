@@ -68,12 +68,21 @@ typedef struct lw_heap_options {
     const char *tmp_dir;             /* where a .zst input is decompressed; NULL = $TMPDIR or /tmp */
     lw_progress_fn progress;         /* optional */
     void *progress_user;
+    uint64_t memory_budget;          /* bytes libleakcore may hold for this heap (index + analysis); 0 = no budget */
 } lw_heap_options;
 
 /* Opens `path` (an HPROF file, or a zstd-compressed one, recognised by its magic bytes),
  * maps it and builds the index. `opts` may be NULL for defaults. On success *out owns the
  * heap; free it with lw_heap_free. Truncated or corrupt input gives LW_ERR_FORMAT with the
- * offset in err->message. */
+ * offset in err->message.
+ *
+ * The memory budget counts what the library allocates while lw_heap_open, lw_heap_analyze and
+ * lw_heap_class_histogram run on this heap, in the bytes malloc really holds; not the mapped
+ * dump (file-backed), nor what libzstd allocates itself (its decompression window). A call
+ * that would pass it fails with LW_ERR_NOMEM and a message naming the budget ("the analysis
+ * needs more than its memory budget of N bytes (index: ...)"); the heap stays usable after an
+ * analysis that failed so. A report that lw_heap_analyze returns is the caller's and leaves
+ * the count. */
 LW_CORE_API lw_status lw_heap_open(lw_heap **out, const char *path, const lw_heap_options *opts,
                                    lw_error *err);
 LW_CORE_API void lw_heap_free(lw_heap *heap); /* NULL is a no-op */
@@ -93,6 +102,11 @@ typedef struct lw_heap_summary {
 
 LW_CORE_API void lw_heap_get_summary(const lw_heap *heap, lw_heap_summary *out);
 
+/* The most bytes this heap's calls held at once since lw_heap_open (its index included): what
+ * lw_heap_options.memory_budget is compared with. A run without a budget measures what one
+ * needs. (Not a field of lw_heap_summary: that struct has no struct_size, so it cannot grow.) */
+LW_CORE_API uint64_t lw_heap_memory_peak(const lw_heap *heap);
+
 typedef struct lw_class_stat {
     const char *class_name; /* borrowed from the heap; Java source form */
     uint64_t instances;     /* instances, or arrays of that array class */
@@ -101,7 +115,8 @@ typedef struct lw_class_stat {
 
 /* Fills up to `capacity` entries of `out` with the classes that have the most instances
  * (by_bytes = 0) or the largest shallow size (by_bytes = 1), largest first. Returns the
- * number written. Names are borrowed from the heap. */
+ * number written; 0 with `err` filled (LW_ERR_NOMEM) when memory ran out or the heap's
+ * memory budget was spent. Names are borrowed from the heap. */
 LW_CORE_API size_t lw_heap_class_histogram(lw_heap *heap, int by_bytes, lw_class_stat *out,
                                            size_t capacity, lw_error *err);
 

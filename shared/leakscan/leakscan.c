@@ -25,10 +25,12 @@ static const char *usage_main =
     "options for every command: --help, --version\n"
     "\n"
     "exit codes: 0 no leak found (or success), 1 leaks found, 2 usage error,\n"
-    "            3 bad input (corrupt or truncated file), 4 I/O error\n";
+    "            3 bad input (corrupt or truncated file), 4 I/O error or out of memory\n"
+    "            (also: over --memory-budget)\n";
 
 static const char *usage_analyze =
     "usage: leakscan analyze FILE[.zst] [--json] [--pretty] [--key UUID] [--retained] [--quiet]\n"
+    "                        [--memory-budget BYTES]\n"
     "\n"
     "Finds the objects watched by a KeyedWeakReference (LeakCanary 1 and 2, Leakwatch) that were\n"
     "retained, and prints the shortest strong path from a GC root to each, grouped by signature.\n"
@@ -38,14 +40,21 @@ static const char *usage_analyze =
     "  --key UUID   only the object watched with this key (retained or not)\n"
     "  --retained   also compute retained bytes and objects per leaking object (slower)\n"
     "  --quiet      no progress on stderr (progress is shown only when stderr is a terminal)\n"
+    "  --memory-budget BYTES\n"
+    "               fail (exit 4) rather than hold more than BYTES of memory for the index and\n"
+    "               the analysis (the dump itself is mapped, not counted); 0 = no budget\n"
     "\n"
-    "exit: 0 no leak, 1 leaks found, 2 usage error or unknown key, 3 bad input, 4 I/O error\n";
+    "exit: 0 no leak, 1 leaks found, 2 usage error or unknown key, 3 bad input,\n"
+    "      4 I/O error or out of memory (over --memory-budget)\n";
 
 static const char *usage_info =
-    "usage: leakscan info FILE[.zst] [--top N]\n"
+    "usage: leakscan info FILE[.zst] [--top N] [--memory-budget BYTES]\n"
     "\n"
     "Prints the dump's header, record counts, the N classes with the most instances and the N\n"
-    "with the largest shallow size (default 20), and the memory the index takes.\n";
+    "with the largest shallow size (default 20), the memory the index takes, and the most memory\n"
+    "held at once (what --memory-budget counts; analyze needs more).\n"
+    "\n"
+    "  --memory-budget BYTES  fail (exit 4) rather than hold more than BYTES; 0 = no budget\n";
 
 static const char *usage_strip =
     "usage: leakscan strip IN OUT[.zst] [--level N]\n"
@@ -76,6 +85,41 @@ static int usage_error(const char *usage, const char *fmt, const char *arg) {
     return EXIT_USAGE;
 }
 
+/* A byte count: digits only (no sign, no suffix). 0 on success. */
+static int parse_bytes(const char *s, uint64_t *out) {
+    if (*s < '0' || *s > '9') return -1;
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (errno || *end) return -1;
+    *out = v;
+    return 0;
+}
+
+/* --memory-budget BYTES or --memory-budget=BYTES at argv[*i]: 1 when it is that option (its
+ * value parsed into *budget, *i moved past it), 0 when it is another argument, -1 (after the
+ * usage message) when its value is missing or not a byte count. */
+static int memory_budget_option(int argc, char **argv, int *i, const char *usage, uint64_t *budget, int *rc) {
+    static const char name[] = "--memory-budget";
+    const char *a = argv[*i], *v;
+    if (strcmp(a, name) == 0) {
+        if (*i + 1 >= argc) {
+            *rc = usage_error(usage, "%s needs a value", a);
+            return -1;
+        }
+        v = argv[++*i];
+    } else if (strncmp(a, name, sizeof name - 1) == 0 && a[sizeof name - 1] == '=') {
+        v = a + sizeof name;
+    } else {
+        return 0;
+    }
+    if (parse_bytes(v, budget) != 0) {
+        *rc = usage_error(usage, "--memory-budget takes a number of bytes, not %s", v);
+        return -1;
+    }
+    return 1;
+}
+
 typedef struct {
     int on;
     struct timespec last;
@@ -101,9 +145,13 @@ static void show_progress(void *user, const char *phase, uint64_t done, uint64_t
 
 static int cmd_analyze(int argc, char **argv) {
     const char *file = NULL, *key = NULL;
-    int json = 0, pretty = 0, retained = 0, quiet = 0;
+    int json = 0, pretty = 0, retained = 0, quiet = 0, rc = 0;
+    uint64_t budget = 0;
     for (int i = 0; i < argc; i++) {
         const char *a = argv[i];
+        int m = memory_budget_option(argc, argv, &i, usage_analyze, &budget, &rc);
+        if (m < 0) return rc;
+        if (m > 0) continue;
         if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
             fputs(usage_analyze, stdout);
             return 0;
@@ -121,7 +169,8 @@ static int cmd_analyze(int argc, char **argv) {
     }
     if (!file) return usage_error(usage_analyze, "%s", "analyze needs a FILE");
     progress_state ps = {!quiet && isatty(STDERR_FILENO), {0, 0}};
-    lw_heap_options ho = {sizeof ho, 0, NULL, ps.on ? show_progress : NULL, &ps};
+    lw_heap_options ho = {.struct_size = sizeof ho, .progress = ps.on ? show_progress : NULL, .progress_user = &ps,
+                          .memory_budget = budget};
     lw_error err = {0};
     lw_heap *heap = NULL;
     lw_status st = lw_heap_open(&heap, file, &ho, &err);
@@ -134,7 +183,7 @@ static int cmd_analyze(int argc, char **argv) {
         return fail("analyze", st, &err);
     }
     char *out = json ? lw_leak_report_to_json(report, pretty) : lw_leak_report_to_text(report);
-    int rc = report->leak_count ? EXIT_LEAKS : EXIT_NO_LEAK;
+    rc = report->leak_count ? EXIT_LEAKS : EXIT_NO_LEAK;
     if (!out) {
         fprintf(stderr, "leakscan analyze: out of memory rendering the result\n");
         rc = EXIT_IO;
@@ -155,8 +204,13 @@ static int cmd_analyze(int argc, char **argv) {
 static int cmd_info(int argc, char **argv) {
     const char *file = NULL;
     long top = 20;
+    uint64_t budget = 0;
+    int rc = 0;
     for (int i = 0; i < argc; i++) {
         const char *a = argv[i];
+        int m = memory_budget_option(argc, argv, &i, usage_info, &budget, &rc);
+        if (m < 0) return rc;
+        if (m > 0) continue;
         if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
             fputs(usage_info, stdout);
             return 0;
@@ -171,7 +225,8 @@ static int cmd_info(int argc, char **argv) {
     }
     if (!file) return usage_error(usage_info, "%s", "info needs a FILE");
     progress_state ps = {isatty(STDERR_FILENO), {0, 0}};
-    lw_heap_options ho = {sizeof ho, 0, NULL, ps.on ? show_progress : NULL, &ps};
+    lw_heap_options ho = {.struct_size = sizeof ho, .progress = ps.on ? show_progress : NULL, .progress_user = &ps,
+                          .memory_budget = budget};
     lw_error err = {0};
     lw_heap *heap = NULL;
     lw_status st = lw_heap_open(&heap, file, &ho, &err);
@@ -206,7 +261,13 @@ static int cmd_info(int argc, char **argv) {
         return EXIT_IO;
     }
     for (int by_bytes = 0; by_bytes < 2; by_bytes++) {
+        err.status = LW_OK;
         size_t n = lw_heap_class_histogram(heap, by_bytes, stats, (size_t)top, &err);
+        if (n == 0 && err.status != LW_OK) {
+            free(stats);
+            lw_heap_free(heap);
+            return fail("info", err.status, &err);
+        }
         printf("\ntop %zu classes by %s:\n", n, by_bytes ? "shallow size" : "instance count");
         printf("  %12s  %14s  %s\n", "instances", "shallow bytes", "class");
         for (size_t i = 0; i < n; i++)
@@ -214,6 +275,8 @@ static int cmd_info(int argc, char **argv) {
                    stats[i].class_name);
     }
     free(stats);
+    printf("\nmemory peak:        %llu bytes (index and histogram; what --memory-budget counts)\n",
+           (unsigned long long)lw_heap_memory_peak(heap));
     lw_heap_free(heap);
     return 0;
 }

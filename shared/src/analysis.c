@@ -13,9 +13,7 @@ static int64_t ms_since(const struct timespec *t0) {
     return (int64_t)(t1.tv_sec - t0->tv_sec) * 1000 + (t1.tv_nsec - t0->tv_nsec) / 1000000;
 }
 
-lw_status lw_heap_analyze(lw_heap *heap, const lw_analysis_options *opts, lw_leak_report **out, lw_error *err) {
-    if (!heap || !out) return lw__fail(err, LW_ERR_USAGE, "lw_heap_analyze: missing argument");
-    *out = NULL;
+static lw_status analyze(lw_heap *heap, const lw_analysis_options *opts, lw_leak_report **out, lw_error *err) {
     const char *key = NULL;
     int retained = 0;
     if (opts && opts->struct_size >= sizeof *opts) {
@@ -87,5 +85,23 @@ out:
     lw__free(dense);
     lw__free(bytes);
     lw__free(objects);
+    return st;
+}
+
+lw_status lw_heap_analyze(lw_heap *heap, const lw_analysis_options *opts, lw_leak_report **out, lw_error *err) {
+    if (!heap || !out) return lw__fail(err, LW_ERR_USAGE, "lw_heap_analyze: missing argument");
+    *out = NULL;
+    lw__budget *outer = lw__budget_enter(&heap->budget);
+    uint64_t held = heap->budget.used;
+    lw_status st = analyze(heap, opts, out, err);
+    lw__budget_leave(outer);
+    /* Analysis keeps nothing in the heap: all it allocated is freed by now or is the report,
+     * which is the caller's from here on (and freed outside any call on the heap). */
+    heap->budget.used = held;
+    st = lw__budget_verdict(&heap->budget, st, "analysis", err);
+    if (st != LW_OK) {
+        lw_leak_report_free(*out);
+        *out = NULL;
+    }
     return st;
 }

@@ -1,10 +1,18 @@
-/* common.c — errors, the allocation wrapper and the bounded buffer. */
+/* common.c — errors, the allocation wrapper with its memory budget, and the bounded buffer. */
 #include "common.h"
 
+#include <malloc.h>
 #include <stdio.h>
 #include <stdlib.h>
 
-static long alloc_budget = -1; /* test hook only; see header */
+static long alloc_countdown = -1; /* test hook only; see header */
+
+/* The budget this thread's allocations are charged to while a public call on a heap runs, NULL
+ * outside one. Passing it down instead would add a parameter to every function that allocates
+ * (~60 call sites) for this one purpose. It is a call's scope, not shared state: the call that
+ * sets it restores it before returning, on its own thread, so two heaps used on two threads
+ * never see each other's budget, and nothing allocated outside those calls is charged. */
+static _Thread_local lw__budget *charged_to;
 
 const char *lw_core_version(void) { return LW_CORE_VERSION_STRING; }
 
@@ -33,23 +41,95 @@ lw_status lw__fail(lw_error *err, lw_status status, const char *fmt, ...) {
 }
 
 static int alloc_allowed(void) {
-    if (alloc_budget < 0) return 1;
-    if (alloc_budget == 0) return 0;
-    alloc_budget--;
+    if (alloc_countdown < 0) return 1;
+    if (alloc_countdown == 0) return 0;
+    alloc_countdown--;
     return 1;
 }
 
-void lw__alloc_fail_after(long n) { alloc_budget = n; }
+void lw__alloc_fail_after(long n) { alloc_countdown = n; }
 
-void *lw__malloc(size_t n) { return alloc_allowed() ? malloc(n ? n : 1) : NULL; }
-void *lw__calloc(size_t count, size_t size) { return alloc_allowed() ? calloc(count ? count : 1, size ? size : 1) : NULL; }
-void *lw__realloc(void *p, size_t n) { return alloc_allowed() ? realloc(p, n ? n : 1) : NULL; }
-void lw__free(void *p) { free(p); }
+lw__budget *lw__budget_enter(lw__budget *b) {
+    lw__budget *outer = charged_to;
+    charged_to = b;
+    if (b) b->refusals = 0;
+    return outer;
+}
+
+void lw__budget_leave(lw__budget *outer) { charged_to = outer; }
+
+/* Whether `n` more bytes fit. Checked against the bytes asked for; the block malloc returns
+ * may be a little larger (its usable size, what is charged), so `used` can pass `limit` by
+ * that rounding, and the next request is refused. */
+static int budget_admits(lw__budget *b, uint64_t n) {
+    if (!b->limit || (n <= b->limit && b->used <= b->limit - n)) return 1;
+    if (b->refusals++ == 0) {
+        b->refused_bytes = n;
+        b->refused_held = b->used;
+    }
+    return 0;
+}
+
+static void budget_charge(lw__budget *b, void *p) {
+    b->used += malloc_usable_size(p);
+    if (b->used > b->peak) b->peak = b->used;
+}
+
+static void budget_release(lw__budget *b, void *p) {
+    size_t n = malloc_usable_size(p);
+    b->used = n < b->used ? b->used - n : 0;
+}
+
+lw_status lw__budget_verdict(const lw__budget *b, lw_status st, const char *what, lw_error *err) {
+    if (!b->refusals) return st;
+    char cause[sizeof err->message] = "";
+    if (st == LW_ERR_NOMEM && err) memcpy(cause, err->message, sizeof cause);
+    return lw__fail(err, LW_ERR_NOMEM,
+                    "the analysis needs more than its memory budget of %llu bytes (%s: %llu bytes held when %llu more "
+                    "were asked for%s%.300s)",
+                    (unsigned long long)b->limit, what, (unsigned long long)b->refused_held,
+                    (unsigned long long)b->refused_bytes, cause[0] ? "; " : "", cause);
+}
+
+void *lw__malloc(size_t n) {
+    lw__budget *b = charged_to;
+    if (!alloc_allowed() || (b && !budget_admits(b, n))) return NULL;
+    void *p = malloc(n ? n : 1);
+    if (p && b) budget_charge(b, p);
+    return p;
+}
+
+void *lw__calloc(size_t count, size_t size) {
+    lw__budget *b = charged_to;
+    uint64_t n;
+    if (!alloc_allowed() || (b && (lw__mul_overflow(count, size, &n) || !budget_admits(b, n)))) return NULL;
+    void *p = calloc(count ? count : 1, size ? size : 1);
+    if (p && b) budget_charge(b, p);
+    return p;
+}
+
+void *lw__realloc(void *p, size_t n) {
+    lw__budget *b = charged_to;
+    if (!alloc_allowed()) return NULL;
+    if (!b) return realloc(p, n ? n : 1);
+    size_t old = p ? malloc_usable_size(p) : 0;
+    if (n > old && !budget_admits(b, n - old)) return NULL;
+    void *q = realloc(p, n ? n : 1);
+    if (!q) return NULL; /* p is untouched, and still charged */
+    b->used = old < b->used ? b->used - old : 0;
+    budget_charge(b, q);
+    return q;
+}
+
+void lw__free(void *p) {
+    if (p && charged_to) budget_release(charged_to, p);
+    free(p);
+}
 
 void lw__free_unpooled(void *p, const char *pool, size_t pool_len) {
     uintptr_t a = (uintptr_t)p, lo = (uintptr_t)pool;
     if (pool && a >= lo && a - lo < pool_len) return;
-    free(p);
+    lw__free(p);
 }
 
 char *lw__strndup(const char *s, size_t n) {

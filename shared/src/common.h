@@ -13,7 +13,14 @@
 lw_status lw__fail(lw_error *err, lw_status status, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
-/* Allocation goes through these so tests can make them fail (see lw__alloc_fail_after). */
+/* 1 when the versioned options struct `opts` (of type `type`, may be NULL) reaches `field` by
+ * the struct_size its caller was compiled with: a field added later is read only from callers
+ * that know it, and the older fields still are. */
+#define LW__HAS_FIELD(type, opts, field) \
+    ((opts) && (opts)->struct_size >= offsetof(type, field) + sizeof((opts)->field))
+
+/* Allocation goes through these so tests can make them fail (see lw__alloc_fail_after) and so
+ * that a heap's memory budget sees every byte the library holds for it (lw__budget). */
 void *lw__malloc(size_t n);
 void *lw__calloc(size_t count, size_t size);
 void *lw__realloc(void *p, size_t n);
@@ -26,6 +33,31 @@ void lw__free_unpooled(void *p, const char *pool, size_t pool_len);
 /* Test hook: the next `n` allocations succeed, then every one fails; -1 disables. Not
  * thread-safe; for unit tests only. */
 void lw__alloc_fail_after(long n);
+
+/* The memory budget of one heap (lw_heap_options.memory_budget): the bytes that the
+ * allocations made during its public calls hold, as malloc_usable_size counts them (the mapped
+ * dump is file-backed and not counted). An allocation that would take `used` past `limit`
+ * fails, and the call turns that into LW_ERR_NOMEM naming the budget (lw__budget_verdict). */
+typedef struct lw__budget {
+    uint64_t limit;          /* 0 = none: counted, never refused */
+    uint64_t used;           /* held now; a free of a block never charged stops at 0 */
+    uint64_t peak;           /* the most `used` has been */
+    uint64_t refusals;       /* allocations refused since the call began */
+    uint64_t refused_bytes;  /* the first refused one: bytes asked for, */
+    uint64_t refused_held;   /* and `used` at that moment */
+} lw__budget;
+
+/* Begins a public call on a heap: until lw__budget_leave, allocations on this thread are
+ * charged to `b` (NULL: to none) and its refusals count from 0. Returns the budget in force
+ * before, to hand back to lw__budget_leave (calls may nest: a progress callback may call in). */
+lw__budget *lw__budget_enter(lw__budget *b);
+void lw__budget_leave(lw__budget *outer);
+
+/* Ends a call under `b` that returns `st`: when an allocation was refused during it, the
+ * result cannot be trusted even if `st` is LW_OK (some steps carry on without what they could
+ * not allocate), so the call fails with LW_ERR_NOMEM and a message naming the budget, `what`
+ * was doing and, for a NOMEM, the failure's own message. Otherwise `st` unchanged. */
+lw_status lw__budget_verdict(const lw__budget *b, lw_status st, const char *what, lw_error *err);
 
 /* A growable byte buffer with a hard maximum (0 = SIZE_MAX). */
 typedef struct lw__buf {

@@ -134,6 +134,8 @@ struct lw_heap {
 
     lw_progress_fn progress;
     void *progress_user;
+
+    lw__budget budget;        /* lw_heap_options.memory_budget: what this heap's calls hold */
 };
 
 /* Builds the index of an opened file. With `objects` 0 only strings, classes and roots are

@@ -8,21 +8,32 @@
 lw_status lw_heap_open(lw_heap **out, const char *path, const lw_heap_options *opts, lw_error *err) {
     if (!out || !path) return lw__fail(err, LW_ERR_USAGE, "lw_heap_open: missing argument");
     *out = NULL;
+    /* The budget lives here until the heap it counts (itself included) is built. */
+    lw__budget budget = {0};
+    if (LW__HAS_FIELD(lw_heap_options, opts, memory_budget)) budget.limit = opts->memory_budget;
+    lw__budget *outer = lw__budget_enter(&budget);
+    lw_status st;
     lw_heap *heap = lw__calloc(1, sizeof *heap);
-    if (!heap) return lw__fail(err, LW_ERR_NOMEM, "out of memory");
-    if (opts && opts->struct_size >= sizeof *opts) {
+    if (!heap) {
+        st = lw__fail(err, LW_ERR_NOMEM, "out of memory");
+        goto out;
+    }
+    if (LW__HAS_FIELD(lw_heap_options, opts, progress_user)) {
         heap->progress = opts->progress;
         heap->progress_user = opts->progress_user;
     }
-    lw_status st = lw__hprof_open_file(&heap->hprof, path, opts, err);
-    if (st != LW_OK) goto fail;
-    st = lw__heap_index_build(heap, 1, err);
-    if (st != LW_OK) goto fail;
+    st = lw__hprof_open_file(&heap->hprof, path, opts, err);
+    if (st == LW_OK) st = lw__heap_index_build(heap, 1, err);
+out:
+    lw__budget_leave(outer);
+    st = lw__budget_verdict(&budget, st, "index", err);
+    if (st != LW_OK) {
+        lw_heap_free(heap); /* outside the call's scope: nothing left to count */
+        return st;
+    }
+    heap->budget = budget;
     *out = heap;
     return LW_OK;
-fail:
-    lw_heap_free(heap);
-    return st;
 }
 
 lw_status lw__heap_open_memory(lw_heap **out, const void *data, size_t size, lw_error *err);
@@ -48,6 +59,8 @@ void lw_heap_free(lw_heap *heap) {
 }
 
 void lw_heap_get_summary(const lw_heap *heap, lw_heap_summary *out) { *out = heap->summary; }
+
+uint64_t lw_heap_memory_peak(const lw_heap *heap) { return heap->budget.peak; }
 
 static const char *primitive_array_name(unsigned t) {
     switch (t) {
@@ -276,7 +289,7 @@ static int by_bytes(const void *a, const void *b) {
     return strcmp(x->class_name, y->class_name);
 }
 
-size_t lw_heap_class_histogram(lw_heap *heap, int sort_by_bytes, lw_class_stat *out, size_t capacity, lw_error *err) {
+static size_t class_histogram(lw_heap *heap, int sort_by_bytes, lw_class_stat *out, size_t capacity, lw_error *err) {
     /* One slot per class, plus eight for primitive array types. */
     size_t slots = (size_t)heap->class_count + 16;
     lw_class_stat *all = lw__calloc(slots, sizeof *all);
@@ -303,5 +316,13 @@ size_t lw_heap_class_histogram(lw_heap *heap, int sort_by_bytes, lw_class_stat *
     size_t n = used < capacity ? used : capacity;
     memcpy(out, all, n * sizeof *out);
     lw__free(all);
+    return n;
+}
+
+size_t lw_heap_class_histogram(lw_heap *heap, int sort_by_bytes, lw_class_stat *out, size_t capacity, lw_error *err) {
+    lw__budget *outer = lw__budget_enter(&heap->budget);
+    size_t n = class_histogram(heap, sort_by_bytes, out, capacity, err);
+    lw__budget_leave(outer);
+    if (lw__budget_verdict(&heap->budget, LW_OK, "class histogram", err) != LW_OK) return 0;
     return n;
 }

@@ -55,5 +55,20 @@ if cmp -s "$tmp/a.json" "$tmp/b.json"; then echo "ok   stripped-same-json"; pass
 head -c 1000 "$tmp/s.hprof.zst" > "$tmp/cut.hprof.zst"
 expect truncated-zst     3 "truncated zstd"            -- "$leakscan" analyze "$tmp/cut.hprof.zst"
 
+# --memory-budget: too small for the index, enough for the index but not the analysis (info's
+# peak, +1 % for malloc's rounding), and enough (the same JSON as without); exit 4 naming it.
+expect budget-help       0 "--memory-budget BYTES"     -- "$leakscan" analyze --help
+expect budget-bad-value  2 "--memory-budget takes a number of bytes, not 1G" -- "$leakscan" analyze "$leak" --memory-budget 1G
+expect budget-no-value   2 "--memory-budget needs a value" -- "$leakscan" info "$leak" --memory-budget
+expect budget-index      4 "needs more than its memory budget of 65536 bytes \(index: " -- "$leakscan" analyze --quiet --memory-budget 65536 "$leak"
+expect budget-info       4 "needs more than its memory budget of 65536 bytes \(index: " -- "$leakscan" info --memory-budget=65536 "$leak"
+expect info-peak         0 "^memory peak: +[0-9]+ bytes" -- "$leakscan" info "$leak" --top 1
+peak=$(sed -n 's/^memory peak: *\([0-9]*\) bytes.*/\1/p' "$tmp/out")
+budget=$((peak + peak / 100))
+expect budget-analysis   4 "needs more than its memory budget of $budget bytes \(analysis: " -- "$leakscan" analyze --memory-budget "$budget" "$leak"
+expect budget-enough     1 "1 APPLICATION LEAKS"       -- "$leakscan" analyze --quiet --memory-budget $((peak * 2)) "$leak"
+"$leakscan" analyze --json --memory-budget $((peak * 2)) "$leak" | sed 's/"duration_ms":{[^}]*}//' > "$tmp/c.json"
+if cmp -s "$tmp/a.json" "$tmp/c.json"; then echo "ok   budget-same-json"; pass=$((pass + 1)); else echo "FAIL budget-same-json"; fail=$((fail + 1)); fi
+
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]

@@ -140,7 +140,7 @@ static void test_progress_reports_index_and_paths(void **state) {
     hb *b = mixed_dump(HB_JVM, 8);
     char *path = hb_write_temp(b);
     progress_count pc = {0, 0};
-    lw_heap_options ho = {sizeof ho, 0, NULL, on_progress, &pc};
+    lw_heap_options ho = {.struct_size = sizeof ho, .progress = on_progress, .progress_user = &pc};
     lw_heap *heap = NULL;
     assert_int_equal(lw_heap_open(&heap, path, &ho, NULL), LW_OK);
     assert_true(pc.index_calls >= 1);

@@ -88,7 +88,7 @@ static void test_decompression_bomb_hits_cap_and_output_is_removed(void **state)
     /* lw_heap_open refuses it under its own cap, and leaves no temp file */
     char dir[] = "/tmp/lw-unit-zdir-XXXXXX";
     assert_non_null(mkdtemp(dir));
-    lw_heap_options o = {sizeof o, 1 << 20, dir, NULL, NULL};
+    lw_heap_options o = {.struct_size = sizeof o, .max_decompressed_bytes = 1 << 20, .tmp_dir = dir};
     lw_heap *heap = NULL;
     assert_int_equal(lw_heap_open(&heap, z, &o, &err), LW_ERR_LIMIT);
     assert_null(heap);
@@ -188,7 +188,7 @@ static void test_heap_open_reads_a_zstd_dump_like_the_plain_one(void **state) {
     assert_int_equal(lw_zstd_compress_file(plain, z, 3, &err), LW_OK);
     char dir[] = "/tmp/lw-unit-zdir-XXXXXX";
     assert_non_null(mkdtemp(dir));
-    lw_heap_options o = {sizeof o, 0, dir, NULL, NULL};
+    lw_heap_options o = {.struct_size = sizeof o, .tmp_dir = dir};
     lw_heap *hp = NULL, *hz = NULL;
     assert_int_equal(lw_heap_open(&hp, plain, NULL, &err), LW_OK);
     assert_int_equal(lw_heap_open(&hz, z, &o, &err), LW_OK);
