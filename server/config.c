@@ -56,7 +56,7 @@ static const setting settings[] = {
     I("LEAKD_FAILED_BLOB_DAYS", "--failed-blob-days", failed_blob_days, "7", 0, "days a failed report's dump is kept for inspection"),
     U("LEAKD_FAILED_BLOB_MAX_BYTES", "--failed-blob-max-bytes", failed_blob_max_bytes, "10737418240",
       "failed reports' dumps kept at most, the newest first (0 = no cap)"),
-    U("LEAKD_ANALYSIS_MEMORY", "--analysis-memory", analysis_memory, "2147483648", "memory budget of one analysis (bytes)"),
+    U("LEAKD_ANALYSIS_MEMORY", "--analysis-memory", analysis_memory, "2147483648", "memory budget of one analysis (bytes; 0 = no limit)"),
     I("LEAKD_ANALYSIS_TIMEOUT", "--analysis-timeout", analysis_timeout_s, "600", 1, "wall-clock limit of one analysis (s)"),
     U("LEAKD_MAX_DECOMPRESSED_BYTES", "--max-decompressed-bytes", max_decompressed, "17179869184", "largest decompressed dump"),
     I("LEAKD_MAX_ATTEMPTS", "--max-attempts", max_attempts, "3", 1, "analysis attempts before a report fails"),
@@ -96,7 +96,7 @@ const char ld_config_help[] =
     "  --keep-blobs 0|1            LEAKD_KEEP_BLOBS             keep dumps after analysis (0: deleted)\n"
     "  --failed-blob-days N        LEAKD_FAILED_BLOB_DAYS       keep a failed report's dump (7)\n"
     "  --failed-blob-max-bytes N   LEAKD_FAILED_BLOB_MAX_BYTES  and at most this much of them (10 GiB; 0 = no cap)\n"
-    "  --analysis-memory N         LEAKD_ANALYSIS_MEMORY        bytes per analysis (2 GiB)\n"
+    "  --analysis-memory N         LEAKD_ANALYSIS_MEMORY        bytes per analysis (2 GiB; 0 = no limit)\n"
     "  --analysis-timeout S        LEAKD_ANALYSIS_TIMEOUT       seconds per analysis (600)\n"
     "  --max-decompressed-bytes N  LEAKD_MAX_DECOMPRESSED_BYTES largest decompressed dump (16 GiB)\n"
     "  --max-attempts N            LEAKD_MAX_ATTEMPTS           analysis attempts (3)\n"

@@ -1,8 +1,10 @@
 /* worker.c — one claimed report at a time. The analysis runs in a forked child (the worker
- * is single-threaded, so fork is safe) with RLIMIT_DATA as its memory budget — not
- * RLIMIT_AS, which would count the mapped dump and a sanitizer's shadow memory — and a
- * wall-clock limit; a crash or timeout costs an attempt, a corrupt dump fails at once, and
- * SIGTERM gives the report back without using an attempt. */
+ * is single-threaded, so fork is safe) with a memory budget and a wall-clock limit. The budget
+ * (LEAKD_ANALYSIS_MEMORY) is libleakcore's own count of what it allocates, which fails with a
+ * message naming it; RLIMIT_DATA, set a little above it, is the backstop for what the library
+ * does not count (zstd's buffers, libc) — not RLIMIT_AS, which would count the mapped dump and
+ * a sanitizer's shadow memory. A crash, running out of memory or a timeout costs an attempt, a
+ * corrupt dump fails at once, and SIGTERM gives the report back without using an attempt. */
 #define _GNU_SOURCE
 #include "worker.h"
 
@@ -54,6 +56,11 @@ enum { CHILD_OK = 0, CHILD_BAD_INPUT = 3, CHILD_IO = 4, CHILD_NOMEM = 5, CHILD_N
 /* A dump that needs more free disk than there is waits this long, without using an attempt:
  * a full disk is rarely cleared within the seconds that three attempts in a row took. */
 #define NO_ROOM_RETRY_S 300
+/* RLIMIT_DATA = what the child has mapped + LEAKD_ANALYSIS_MEMORY + this: room for what
+ * libleakcore's budget does not count (zstd's decompression window, a few MiB for our SDK's
+ * dumps; qsort's and stdio's buffers), so that the budget, with its clear message, is what
+ * stops an analysis that needs too much, and the rlimit only what escapes the count. */
+#define UNCOUNTED_HEADROOM (64ull << 20)
 
 /* The analysis child: writes the trace JSON, or the error message, to `out_path`. */
 /* VmData of this process in bytes (0 when unknown). */
@@ -69,12 +76,15 @@ static uint64_t data_in_use(void) {
 }
 
 static void child_analyze(const ld_config *cfg, const char *blob, const char *out_path, const char *tmp_dir) {
-    /* Die with the worker; the budget counts from what the child already has mapped, so a
-     * sanitizer's shadow memory does not eat it. */
+    /* Die with the worker. RLIMIT_DATA counts from what the child already has mapped, so a
+     * sanitizer's shadow memory does not eat it; LEAKD_ANALYSIS_MEMORY=0 sets neither limit. */
     prctl(PR_SET_PDEATHSIG, SIGKILL);
-    uint64_t limit = data_in_use() + cfg->analysis_memory;
-    struct rlimit data = {limit, limit}, core = {0, 0};
-    setrlimit(RLIMIT_DATA, &data);
+    struct rlimit core = {0, 0};
+    if (cfg->analysis_memory) {
+        uint64_t limit = data_in_use() + cfg->analysis_memory + UNCOUNTED_HEADROOM;
+        struct rlimit data = {limit, limit};
+        setrlimit(RLIMIT_DATA, &data);
+    }
     setrlimit(RLIMIT_CORE, &core);
     signal(SIGTERM, SIG_DFL);
     signal(SIGINT, SIG_DFL);
@@ -104,7 +114,8 @@ static void child_analyze(const ld_config *cfg, const char *blob, const char *ou
         fclose(out);
         _exit(CHILD_NO_ROOM);
     }
-    lw_heap_options ho = {sizeof ho, cfg->max_decompressed, tmp_dir, NULL, NULL};
+    lw_heap_options ho = {.struct_size = sizeof ho, .max_decompressed_bytes = cfg->max_decompressed, .tmp_dir = tmp_dir,
+                          .memory_budget = cfg->analysis_memory};
     lw_error err = {0};
     lw_heap *heap = NULL;
     lw_status st = lw_heap_open(&heap, blob, &ho, &err);
@@ -283,9 +294,11 @@ static void run_job(const ld_config *cfg, ld_db *db, const char *owner, ld_job *
                      ld_db_error(db));
     } else if (WEXITSTATUS(status) != CHILD_OK) {
         int code = WEXITSTATUS(status);
-        if (code == CHILD_NOMEM || code == CHILD_IO)
-            snprintf(msg, sizeof msg, "analysis failed (%s): %.500s",
-                     code == CHILD_NOMEM ? "over its memory budget" : "I/O error", text ? text : "?");
+        if (code == CHILD_NOMEM) /* the budget's message says how much it needed; the setting is ours to name */
+            snprintf(msg, sizeof msg, "analysis failed (over its memory budget, LEAKD_ANALYSIS_MEMORY = %llu bytes): %.500s",
+                     (unsigned long long)cfg->analysis_memory, text && *text ? text : "out of memory");
+        else if (code == CHILD_IO)
+            snprintf(msg, sizeof msg, "analysis failed (I/O error): %.500s", text ? text : "?");
         else /* not one of ours: something in the child exited for it (a sanitizer's report, say) */
             snprintf(msg, sizeof msg, "analysis ended with exit status %d%s%.500s", code, text && *text ? ": " : "",
                      text ? text : "");
