@@ -871,15 +871,16 @@ int ld_http_start(ld_server *s, char *err, size_t cap) {
     for (n_api_daemons = 0; n_api_daemons < threads; n_api_daemons++) {
         /* libmicrohttpd's own limit is above ours: it must never refuse (see acceptor) */
         struct MHD_Daemon *d = MHD_start_daemon(
-            flags, 0, NULL, NULL, on_request, s, MHD_OPTION_CONNECTION_LIMIT, acceptor.limit + 16,
+            /* the logger first: libmicrohttpd's messages about the options after it are its */
+            flags, 0, NULL, NULL, on_request, s, MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, NULL,
+            MHD_OPTION_CONNECTION_LIMIT, acceptor.limit + 16,
             MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)s->cfg.connection_timeout_s,
             /* libmicrohttpd's default size. It zeroes the whole pool at the end of every request
              * on a kept-alive connection: at 128 KiB that was ~6 % of leakd's CPU a traces
              * report, and heap uploads, bounded by the disk, were no faster for the larger reads. */
             MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)(32 * 1024),
             MHD_OPTION_NOTIFY_CONNECTION, on_connection, (void *)(intptr_t)n_api_daemons,
-            MHD_OPTION_NOTIFY_COMPLETED, on_completed, s, MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, NULL,
-            cert ? MHD_OPTION_HTTPS_MEM_CERT : MHD_OPTION_END, cert,
+            MHD_OPTION_NOTIFY_COMPLETED, on_completed, s, cert ? MHD_OPTION_HTTPS_MEM_CERT : MHD_OPTION_END, cert,
             MHD_OPTION_HTTPS_MEM_KEY, key, MHD_OPTION_END);
         if (!d) break;
         api_daemons[n_api_daemons] = d;
@@ -903,9 +904,9 @@ int ld_http_start(ld_server *s, char *err, size_t cap) {
         struct sockaddr_storage maddr;
         if (parse_listen(s->cfg.metrics_listen, &maddr, err, cap)) return -1;
         unsigned mflags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ERROR_LOG | (maddr.ss_family == AF_INET6 ? MHD_USE_IPv6 : 0);
-        metrics_daemon = MHD_start_daemon(mflags, 0, NULL, NULL, on_metrics, s, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&maddr,
-                                          MHD_OPTION_CONNECTION_TIMEOUT, 10u, MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, NULL,
-                                          MHD_OPTION_END);
+        metrics_daemon = MHD_start_daemon(mflags, 0, NULL, NULL, on_metrics, s, MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, NULL,
+                                          MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&maddr,
+                                          MHD_OPTION_CONNECTION_TIMEOUT, 10u, MHD_OPTION_END);
         if (!metrics_daemon) {
             snprintf(err, cap, "cannot listen on %s for metrics (in use, or not allowed)", s->cfg.metrics_listen);
             return -1;

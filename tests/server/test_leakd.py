@@ -944,6 +944,7 @@ class T02_Ingest(ServerCase):
         self.assertEqual(len([o for o in lines if o["msg"].startswith("req=%s GET /v1/nope 404 " % ids[1])]), 1)
         self.assertIn("libmicrohttpd: Failed to parse `Content-Length' header. Closing connection.",
                       [o["msg"] for o in lines if o["level"] == "warn"])
+        self.assertEqual([o["msg"] for o in lines if "EXTERNAL_LOGGER" in o["msg"]], [])  # set first, as it must be
 
     def test_health_and_metrics_count(self):
         self.assertEqual(self.http.get("/healthz").json, {"status": "ok"})
