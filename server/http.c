@@ -599,8 +599,8 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **req_cls,
     if (ci) ld_conn_mark_busy(ci->socket_context, 0); /* the next request is owed from now */
     /* Answered with its body still coming (a refusal on the headers, to a client that did not
      * wait for 100 Continue): libmicrohttpd closes the connection, and the client must still
-     * read the answer (linger.h). Not under TLS, whose close libmicrohttpd does its own way. */
-    if (ci && toe == MHD_REQUEST_TERMINATED_COMPLETED_OK && !r->srv->cfg.tls_cert[0] && has_body(conn) &&
+     * read the answer (linger.h). */
+    if (ci && toe == MHD_REQUEST_TERMINATED_COMPLETED_OK && has_body(conn) &&
         (!r->content_length || r->body_bytes < r->content_length))
         ld_conn_mark_linger(ci->socket_context);
     /* One line per request. */

@@ -18,6 +18,7 @@ import subprocess
 import signal
 import select
 import socket
+import ssl
 import sys
 import tempfile
 import threading
@@ -133,6 +134,37 @@ class ServerCase(unittest.TestCase):
         srv = server or self.server
         H.wait_for(lambda: not [f for f in srv.tmp_files() if f.startswith("upload-")], 3,
                    what="no upload temp file: %s" % srv.tmp_files())
+
+    def refusals_reach_clients_that_send_anyway(self, connect):
+        """Uploads refused on their headers (an unknown key: 401; over the default 1 GiB cap:
+        413) from a client that sends the whole body before it reads: each gets its answer."""
+        cases = [("unknown key", "lw_ingest_999_" + "A" * 32, 16 << 20, 401, "unauthorized"),
+                 ("over the cap", self.app.ingest, (1 << 30) + 1, 413, "too_large")]
+        chunk = b"x" * (1 << 20)
+        for name, key, size, status, code in cases:
+            with self.subTest(name):
+                s = connect()
+                self.addCleanup(s.close)
+                s.sendall(("POST /v1/reports HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\n"
+                           "Content-Type: multipart/form-data; boundary=b\r\nContent-Length: %d\r\n\r\n"
+                           % (key, size)).encode())
+                sent = 0
+                try:
+                    while sent < size:
+                        n = min(len(chunk), size - sent)
+                        s.sendall(chunk[:n])
+                        sent += n
+                except OSError as e:
+                    self.fail("%s after %d of %d bytes of the body" % (e, sent, size))
+                data = b""
+                while b"\r\n\r\n" not in data or not data.endswith(b"}\n"):
+                    more = s.recv(65536)
+                    if not more:
+                        break
+                    data += more
+                self.assertTrue(data.startswith(b"HTTP/1.1 %d " % status), data[:200])
+                self.assertEqual(json.loads(data.partition(b"\r\n\r\n")[2])["error"]["code"], code)
+                s.close()
 
     def stop_workers(self):
         """SIGSTOP the workers (so nothing is claimed); SIGCONT at cleanup at the latest."""
@@ -571,37 +603,13 @@ class T02_Ingest(ServerCase):
         reads, as Python's http.client does. leakd refuses it on the headers; the answer must
         still reach it. Closing with the body unread would make the kernel answer the rest with
         a reset, and the client would see a broken pipe instead of its 401 or 413."""
-        cases = [("unknown key", "lw_ingest_999_" + "A" * 32, 16 << 20, 401, "unauthorized"),
-                 ("over the cap", self.app.ingest, (1 << 30) + 1, 413, "too_large")]  # the default cap
-        chunk = b"x" * (1 << 20)
         before = self.server.metrics()["leakd_lingering_closes_total"]
-        for name, key, size, status, code in cases:
-            with self.subTest(name):
-                s = socket.create_connection(("127.0.0.1", self.server.port), timeout=10)
-                self.addCleanup(s.close)
-                s.sendall(("POST /v1/reports HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\n"
-                           "Content-Type: multipart/form-data; boundary=b\r\nContent-Length: %d\r\n\r\n"
-                           % (key, size)).encode())
-                sent = 0
-                try:
-                    while sent < size:
-                        n = min(len(chunk), size - sent)
-                        s.sendall(chunk[:n])
-                        sent += n
-                except OSError as e:
-                    self.fail("%s after %d of %d bytes of the body" % (e, sent, size))
-                data = b""
-                while b"\r\n\r\n" not in data or not data.endswith(b"}\n"):
-                    more = s.recv(65536)
-                    if not more:
-                        break
-                    data += more
-                self.assertTrue(data.startswith(b"HTTP/1.1 %d " % status), data[:200])
-                self.assertEqual(json.loads(data.partition(b"\r\n\r\n")[2])["error"]["code"], code)
-                s.close()
+        self.refusals_reach_clients_that_send_anyway(lambda: socket.create_connection(("127.0.0.1", self.server.port),
+                                                                                    timeout=10))
         self.assertEqual(self.server.metrics()["leakd_lingering_closes_total"], before + 2)
-        # a request whose body was read to its end does not linger
-        self.assertEqual(self.upload_traces(self.app, INPUTS.traces_json("listener_list"))[1].status, 202)
+        # a request whose body was read to its end does not linger (another app: test_refusals_400
+        # counts alpha's traces reports)
+        self.assertEqual(self.upload_traces(self.new_app(), INPUTS.traces_json("listener_list"))[1].status, 202)
         self.assertEqual(self.server.metrics()["leakd_lingering_closes_total"], before + 2)
 
     def test_refusals_415(self):
@@ -2003,6 +2011,13 @@ class T07b_Tls(ServerCase):
         # plain HTTP on the TLS port: no HTTP answer
         with self.assertRaises((http.client.HTTPException, OSError)):
             H.Client(self.server.port, API).get("/healthz", timeout=5)
+
+    def test_refusal_reaches_a_client_that_sends_the_body_anyway(self):
+        ctx = ssl.create_default_context(cafile=self.settings["tls_cert"])
+        before = self.server.metrics()["leakd_lingering_closes_total"]
+        self.refusals_reach_clients_that_send_anyway(lambda: ctx.wrap_socket(
+            socket.create_connection(("127.0.0.1", self.server.port), timeout=10), server_hostname="127.0.0.1"))
+        self.assertEqual(self.server.metrics()["leakd_lingering_closes_total"], before + 2)
 
 
 # =============================================================================================
