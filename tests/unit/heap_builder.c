@@ -467,6 +467,34 @@ uint64_t hb_watch(hb *b, uint64_t obj, const char *key, const char *description,
     return hb_watch_ex(b, HB_KWR_LEAKWATCH, obj, key, description, 1000, retained ? 5000 : -1);
 }
 
+void hb_add_screen_leaks(hb *b, uint64_t registry) {
+    hb_class(b, "com.example.Listener", NULL, "owner:O name:O", NULL);
+    hb_class(b, "com.example.Screen", NULL, "data:O", NULL);
+    uint64_t arr = hb_object_array(b, NULL, NULL, 8);
+    hb_set_static(b, registry, "listeners", arr);
+    for (uint32_t i = 0; i < 3; i++) {
+        uint64_t l = hb_instance(b, "com.example.Listener"), s = hb_instance(b, "com.example.Screen");
+        hb_set(b, s, "data", hb_prim_array(b, LW_T_INT, NULL, 10));
+        hb_set(b, l, "owner", s);
+        hb_set(b, l, "name", hb_jstring(b, "listener"));
+        hb_array_set(b, arr, i * 2 + 1, l);
+        char key[32];
+        snprintf(key, sizeof key, "screen-%u", i);
+        hb_watch(b, s, key, "Screen closed", 1);
+    }
+    uint64_t single = hb_instance(b, "com.example.Screen");
+    hb_set_static(b, registry, "single", single);
+    hb_watch(b, single, "single", "single screen", 1);
+}
+
+void hb_add_local_leak(hb *b) {
+    hb_class(b, "com.example.Job", NULL, NULL, NULL);
+    uint64_t job = hb_instance(b, "com.example.Job");
+    hb_thread(b, "worker", 3);
+    hb_root(b, LW_SUB_ROOT_JAVA_FRAME, job, 3, 0);
+    hb_watch(b, job, "job", "job done", 1);
+}
+
 void hb_record(hb *b, uint8_t tag, const void *body, uint32_t len) {
     GROW(b->recs, b->nrecs, b->crecs);
     uint8_t *copy = xcalloc(len, 1);

@@ -77,6 +77,14 @@ uint64_t hb_watch(hb *b, uint64_t obj, const char *key, const char *description,
 uint64_t hb_watch_ex(hb *b, hb_kwr_kind kind, uint64_t obj, const char *key, const char *description,
                      int64_t watch_uptime, int64_t retained_uptime);
 
+/* Leaks several tests share. Screens: com.example.Listener and com.example.Screen (defined
+ * here, so not before) and three Screens held through Listeners in an array in `registry`'s
+ * static `listeners` (keys screen-0..2), then one in its static `single` (key "single"). A
+ * local: a com.example.Job held by thread "worker"'s frame (serial 3; key "job"). All are
+ * watched and retained. */
+void hb_add_screen_leaks(hb *b, uint64_t registry);
+void hb_add_local_leak(hb *b);
+
 /* Extra top-level record (written after LOAD_CLASS records, before the heap dump). */
 void hb_record(hb *b, uint8_t tag, const void *body, uint32_t len);
 /* Raw heap-dump sub-record bytes (tag included), written after the objects. */

@@ -20,35 +20,14 @@
 static hb *mixed_dump(const char *version, unsigned ids) {
     hb *b = hb_new(version, ids);
     uint64_t reg = hb_class(b, "com.example.Registry", NULL, NULL, "listeners:O single:O");
-    hb_class(b, "com.example.Listener", NULL, "owner:O name:O", NULL);
-    hb_class(b, "com.example.Screen", NULL, "data:O", NULL);
+    hb_add_screen_leaks(b, reg);
     hb_class(b, "android.app.Activity$1", NULL, "this$0:O", NULL);
     uint64_t g = hb_class(b, "com.example.Global", NULL, NULL, "cb:O");
-    uint64_t arr = hb_object_array(b, NULL, NULL, 8);
-    hb_set_static(b, reg, "listeners", arr);
-    for (uint32_t i = 0; i < 3; i++) {
-        uint64_t l = hb_instance(b, "com.example.Listener");
-        uint64_t s = hb_instance(b, "com.example.Screen");
-        hb_set(b, s, "data", hb_prim_array(b, LW_T_INT, NULL, 10));
-        hb_set(b, l, "owner", s);
-        hb_set(b, l, "name", hb_jstring(b, "listener"));
-        hb_array_set(b, arr, i * 2 + 1, l);
-        char key[32];
-        snprintf(key, sizeof key, "screen-%u", i);
-        hb_watch(b, s, key, "Screen closed", 1);
-    }
-    uint64_t single = hb_instance(b, "com.example.Screen");
-    hb_set_static(b, reg, "single", single);
-    hb_watch(b, single, "single", "single screen", 1);
     uint64_t cb = hb_instance(b, "android.app.Activity$1"), act = hb_instance(b, "com.example.Screen");
     hb_set(b, cb, "this$0", act);
     hb_set_static(b, g, "cb", cb);
     hb_watch(b, act, "act", "activity", 1);
-    hb_class(b, "com.example.Job", NULL, NULL, NULL);
-    uint64_t job = hb_instance(b, "com.example.Job");
-    hb_thread(b, "worker", 3);
-    hb_root(b, LW_SUB_ROOT_JAVA_FRAME, job, 3, 0);
-    hb_watch(b, job, "job", "job done", 1);
+    hb_add_local_leak(b);
     return b;
 }
 

@@ -27,24 +27,8 @@
 static hb *leaky_dump(uint32_t filler) {
     hb *b = hb_new(HB_JVM, 8);
     uint64_t reg = hb_class(b, "com.example.Registry", NULL, NULL, "listeners:O single:O all:O");
-    hb_class(b, "com.example.Listener", NULL, "owner:O name:O", NULL);
-    hb_class(b, "com.example.Screen", NULL, "data:O", NULL);
     hb_class(b, "com.example.Node", NULL, "next:O v:I", NULL);
-    uint64_t arr = hb_object_array(b, NULL, NULL, 8);
-    hb_set_static(b, reg, "listeners", arr);
-    for (uint32_t i = 0; i < 3; i++) {
-        uint64_t l = hb_instance(b, "com.example.Listener"), s = hb_instance(b, "com.example.Screen");
-        hb_set(b, s, "data", hb_prim_array(b, LW_T_INT, NULL, 10));
-        hb_set(b, l, "owner", s);
-        hb_set(b, l, "name", hb_jstring(b, "listener"));
-        hb_array_set(b, arr, i * 2 + 1, l);
-        char key[32];
-        snprintf(key, sizeof key, "screen-%u", i);
-        hb_watch(b, s, key, "Screen closed", 1);
-    }
-    uint64_t single = hb_instance(b, "com.example.Screen");
-    hb_set_static(b, reg, "single", single);
-    hb_watch(b, single, "single", "single screen", 1);
+    hb_add_screen_leaks(b, reg);
     uint64_t prev = 0;
     for (uint32_t i = 0; i < filler; i++) {
         uint64_t n = hb_instance(b, "com.example.Node");
@@ -52,11 +36,7 @@ static hb *leaky_dump(uint32_t filler) {
         prev = n;
     }
     hb_set_static(b, reg, "all", prev);
-    hb_class(b, "com.example.Job", NULL, NULL, NULL);
-    uint64_t job = hb_instance(b, "com.example.Job");
-    hb_thread(b, "worker", 3);
-    hb_root(b, LW_SUB_ROOT_JAVA_FRAME, job, 3, 0);
-    hb_watch(b, job, "job", "job done", 1);
+    hb_add_local_leak(b);
     return b;
 }
 
