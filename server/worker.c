@@ -3,8 +3,9 @@
  * (LEAKD_ANALYSIS_MEMORY) is libleakcore's own count of what it allocates, which fails with a
  * message naming it; RLIMIT_DATA, set a little above it, is the backstop for what the library
  * does not count (zstd's buffers, libc) — not RLIMIT_AS, which would count the mapped dump and
- * a sanitizer's shadow memory. A crash, running out of memory or a timeout costs an attempt, a
- * corrupt dump fails at once, and SIGTERM gives the report back without using an attempt. */
+ * a sanitizer's shadow memory. A crash, running out of memory or a timeout costs an attempt; a
+ * corrupt dump, or one that needs more than the budget, fails at once; and SIGTERM gives the
+ * report back without using an attempt. */
 #define _GNU_SOURCE
 #include "worker.h"
 
@@ -52,7 +53,7 @@ static double mono(void) {
     return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
 }
 
-enum { CHILD_OK = 0, CHILD_BAD_INPUT = 3, CHILD_IO = 4, CHILD_NOMEM = 5, CHILD_NO_ROOM = 6 };
+enum { CHILD_OK = 0, CHILD_BAD_INPUT = 3, CHILD_IO = 4, CHILD_NOMEM = 5, CHILD_NO_ROOM = 6, CHILD_OVER_BUDGET = 7 };
 /* A dump that needs more free disk than there is waits this long, without using an attempt:
  * a full disk is rarely cleared within the seconds that three attempts in a row took. */
 #define NO_ROOM_RETRY_S 300
@@ -124,7 +125,10 @@ static void child_analyze(const ld_config *cfg, const char *blob, const char *ou
     if (st != LW_OK) {
         fputs(err.message[0] ? err.message : lw_strerror(st), out);
         fclose(out);
-        _exit(st == LW_ERR_FORMAT || st == LW_ERR_LIMIT ? CHILD_BAD_INPUT : st == LW_ERR_NOMEM ? CHILD_NOMEM : CHILD_IO);
+        _exit(st == LW_ERR_FORMAT || st == LW_ERR_LIMIT ? CHILD_BAD_INPUT
+              : st == LW_ERR_BUDGET                    ? CHILD_OVER_BUDGET
+              : st == LW_ERR_NOMEM                     ? CHILD_NOMEM
+                                                       : CHILD_IO);
     }
     char *json = lw_leak_report_to_json(rep, 0);
     if (!json || fputs(json, out) < 0 || fclose(out) != 0) _exit(CHILD_NOMEM);
@@ -284,6 +288,12 @@ static void run_job(const ld_config *cfg, ld_db *db, const char *owner, ld_job *
         snprintf(msg, sizeof msg, "the heap dump cannot be analyzed: %.600s", text ? text : "?");
         ld_warn("report %s: %s", job->report_id, msg);
         fail_job(db, job, owner, msg, 1, cfg->max_attempts);
+    } else if (WEXITSTATUS(status) == CHILD_OVER_BUDGET) {
+        /* The dump needs more than the budget, and will again: another attempt cannot help. */
+        snprintf(msg, sizeof msg, "analysis failed (over its memory budget, LEAKD_ANALYSIS_MEMORY = %llu bytes): %.500s",
+                 (unsigned long long)cfg->analysis_memory, text && *text ? text : "?");
+        ld_warn("report %s: %s", job->report_id, msg);
+        fail_job(db, job, owner, msg, 1, cfg->max_attempts);
     } else if (WEXITSTATUS(status) == CHILD_NO_ROOM) {
         snprintf(msg, sizeof msg, "%.500s; trying again in %d s", text ? text : "not enough free disk", NO_ROOM_RETRY_S);
         sanitize(msg);
@@ -294,8 +304,8 @@ static void run_job(const ld_config *cfg, ld_db *db, const char *owner, ld_job *
                      ld_db_error(db));
     } else if (WEXITSTATUS(status) != CHILD_OK) {
         int code = WEXITSTATUS(status);
-        if (code == CHILD_NOMEM) /* the budget's message says how much it needed; the setting is ours to name */
-            snprintf(msg, sizeof msg, "analysis failed (over its memory budget, LEAKD_ANALYSIS_MEMORY = %llu bytes): %.500s",
+        if (code == CHILD_NOMEM) /* malloc failed: RLIMIT_DATA, past what the budget counts, or the machine */
+            snprintf(msg, sizeof msg, "analysis failed (out of memory; LEAKD_ANALYSIS_MEMORY = %llu bytes): %.500s",
                      (unsigned long long)cfg->analysis_memory, text && *text ? text : "out of memory");
         else if (code == CHILD_IO)
             snprintf(msg, sizeof msg, "analysis failed (I/O error): %.500s", text ? text : "?");

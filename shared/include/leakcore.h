@@ -37,9 +37,11 @@ typedef enum lw_status {
     LW_ERR_USAGE = 1,     /* a bad argument from the caller */
     LW_ERR_IO = 2,        /* open/read/write/mmap failed */
     LW_ERR_FORMAT = 3,    /* corrupt, truncated or unsupported input */
-    LW_ERR_NOMEM = 4,     /* an allocation failed or the allocator budget is spent */
+    LW_ERR_NOMEM = 4,     /* an allocation failed */
     LW_ERR_LIMIT = 5,     /* a configured cap was exceeded (decompressed size, depth, ...) */
     LW_ERR_NOT_FOUND = 6, /* the thing asked for is not in the input */
+    LW_ERR_BUDGET = 7,    /* the heap's memory budget (lw_heap_options.memory_budget) is spent:
+                             the same input needs as much again, so retrying cannot help */
 } lw_status;
 
 /* A static description of a code ("corrupt or truncated input"). Never NULL. */
@@ -79,7 +81,7 @@ typedef struct lw_heap_options {
  * The memory budget counts what the library allocates while lw_heap_open, lw_heap_analyze and
  * lw_heap_class_histogram run on this heap, in the bytes malloc really holds; not the mapped
  * dump (file-backed), nor what libzstd allocates itself (its decompression window). A call
- * that would pass it fails with LW_ERR_NOMEM and a message naming the budget ("the analysis
+ * that would pass it fails with LW_ERR_BUDGET and a message naming the budget ("the analysis
  * needs more than its memory budget of N bytes (index: ...)"); the heap stays usable after an
  * analysis that failed so. A report that lw_heap_analyze returns is the caller's and leaves
  * the count. */
@@ -115,8 +117,8 @@ typedef struct lw_class_stat {
 
 /* Fills up to `capacity` entries of `out` with the classes that have the most instances
  * (by_bytes = 0) or the largest shallow size (by_bytes = 1), largest first. Returns the
- * number written; 0 with `err` filled (LW_ERR_NOMEM) when memory ran out or the heap's
- * memory budget was spent. Names are borrowed from the heap. */
+ * number written; 0 with `err` filled when memory ran out (LW_ERR_NOMEM) or the heap's
+ * memory budget was spent (LW_ERR_BUDGET). Names are borrowed from the heap. */
 LW_CORE_API size_t lw_heap_class_histogram(lw_heap *heap, int by_bytes, lw_class_stat *out,
                                            size_t capacity, lw_error *err);
 

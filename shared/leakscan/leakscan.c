@@ -69,7 +69,7 @@ static int exit_for(lw_status st) {
     case LW_OK: return EXIT_NO_LEAK;
     case LW_ERR_USAGE: case LW_ERR_NOT_FOUND: return EXIT_USAGE;
     case LW_ERR_FORMAT: case LW_ERR_LIMIT: return EXIT_BAD_INPUT;
-    default: return EXIT_IO;
+    default: return EXIT_IO; /* LW_ERR_IO, LW_ERR_NOMEM, LW_ERR_BUDGET */
     }
 }
 

@@ -25,6 +25,7 @@ const char *lw_strerror(lw_status status) {
     case LW_ERR_NOMEM: return "out of memory";
     case LW_ERR_LIMIT: return "a configured limit was exceeded";
     case LW_ERR_NOT_FOUND: return "not found";
+    case LW_ERR_BUDGET: return "over the memory budget";
     }
     return "unknown error";
 }
@@ -81,10 +82,10 @@ static void budget_release(lw__budget *b, void *p) {
 }
 
 lw_status lw__budget_verdict(const lw__budget *b, lw_status st, const char *what, lw_error *err) {
-    if (!b->refusals) return st;
+    if (!b->refusals || st == LW_ERR_BUDGET) return st; /* none, or said already (a nested call) */
     char cause[sizeof err->message] = "";
     if (st == LW_ERR_NOMEM && err) memcpy(cause, err->message, sizeof cause);
-    return lw__fail(err, LW_ERR_NOMEM,
+    return lw__fail(err, LW_ERR_BUDGET,
                     "the analysis needs more than its memory budget of %llu bytes (%s: %llu bytes held when %llu more "
                     "were asked for%s%.300s)",
                     (unsigned long long)b->limit, what, (unsigned long long)b->refused_held,

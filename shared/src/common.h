@@ -37,7 +37,7 @@ void lw__alloc_fail_after(long n);
 /* The memory budget of one heap (lw_heap_options.memory_budget): the bytes that the
  * allocations made during its public calls hold, as malloc_usable_size counts them (the mapped
  * dump is file-backed and not counted). An allocation that would take `used` past `limit`
- * fails, and the call turns that into LW_ERR_NOMEM naming the budget (lw__budget_verdict). */
+ * fails, and the call turns that into LW_ERR_BUDGET naming the budget (lw__budget_verdict). */
 typedef struct lw__budget {
     uint64_t limit;          /* 0 = none: counted, never refused */
     uint64_t used;           /* held now; a free of a block never charged stops at 0 */
@@ -55,7 +55,7 @@ void lw__budget_leave(lw__budget *outer);
 
 /* Ends a call under `b` that returns `st`: when an allocation was refused during it, the
  * result cannot be trusted even if `st` is LW_OK (some steps carry on without what they could
- * not allocate), so the call fails with LW_ERR_NOMEM and a message naming the budget, `what`
+ * not allocate), so the call fails with LW_ERR_BUDGET and a message naming the budget, `what`
  * was doing and, for a NOMEM, the failure's own message. Otherwise `st` unchanged. */
 lw_status lw__budget_verdict(const lw__budget *b, lw_status st, const char *what, lw_error *err);
 

@@ -1780,11 +1780,11 @@ class T06b_AnalysisMemory(ServerCase):
     workers = 1
     settings = {"analysis_memory": 1 << 20}
 
-    def test_over_the_memory_budget_is_retried_then_failed_naming_the_setting(self):
+    def test_over_the_memory_budget_fails_at_once_naming_the_setting(self):
         """A real dump whose index needs more than LEAKD_ANALYSIS_MEMORY (1 MiB here; this one
-        needs ~2.3 MB): each attempt is stopped by libleakcore's budget, with its message, not by
-        the RLIMIT_DATA behind it; after LEAKD_MAX_ATTEMPTS the report fails with an error that
-        names the setting, and the worker carries on."""
+        needs ~2.3 MB) is stopped by libleakcore's budget, with its message, not by the
+        RLIMIT_DATA behind it; it would need as much again, so the report fails at its first
+        attempt with an error that names the setting, and the worker carries on."""
         app = self.new_app()
         workers = self.server.worker_pids()
         meta = H.make_meta(app.slug)
@@ -1792,14 +1792,14 @@ class T06b_AnalysisMemory(ServerCase):
         r = self.http.upload_file(app.ingest, meta, INPUTS.stripped("listener_list"))
         self.assertEqual(r.status, 202, r)
         st, attempts, err, owner = self.wait_report(rid, timeout=60)
-        self.assertEqual((st, attempts), ("failed", "3"), err)
+        self.assertEqual((st, attempts), ("failed", "1"), err)
         self.assertRegex(err, r"^analysis failed \(over its memory budget, LEAKD_ANALYSIS_MEMORY = 1048576 bytes\): "
                               r"the analysis needs more than its memory budget of 1048576 bytes "
                               r"\(index: \d+ bytes held when \d+ more were asked for")
         self.assertIsNone(owner)
-        self.assertEqual(self.server.log().count("report %s: analysis failed (over its memory budget" % rid), 3)
+        self.assertEqual(self.server.log().count("report %s: analysis failed (over its memory budget" % rid), 1)
         g = self.http.get("/v1/reports/" + rid, key=app.read)
-        self.assertEqual((g.json["status"], g.json["attempts"], g.json["error"]), ("failed", 3, err))
+        self.assertEqual((g.json["status"], g.json["attempts"], g.json["error"]), ("failed", 1, err))
         # leakd is fine: the same worker process, ready, nothing restarted
         self.assertEqual(self.server.worker_pids(), workers)
         self.assertEqual(self.http.get("/readyz").json, {"status": "ready"})

@@ -1,7 +1,7 @@
 /* test_memory_budget.c — lw_heap_options.memory_budget: a budget too small for the index fails
  * lw_heap_open, one that fits the index but not the analysis fails lw_heap_analyze, both with
- * LW_ERR_NOMEM and a message naming the budget; the peak an unlimited run measures is enough
- * and gives the same traces; every budget in between gives the traces or NOMEM, never a
+ * LW_ERR_BUDGET and a message naming the budget; the peak an unlimited run measures is enough
+ * and gives the same traces; every budget in between gives the traces or LW_ERR_BUDGET, never a
  * different result; older callers' smaller options struct still works. The ASan pass checks
  * that the failures leak nothing. */
 #define _GNU_SOURCE
@@ -86,12 +86,12 @@ static void test_budget_far_too_small_fails_open_naming_it(void **state) {
     measure(&f, 20000);
     lw_heap *heap = (lw_heap *)1;
     lw_error err = {0};
-    assert_int_equal(open_with(f.path, 4096, &heap, &err), LW_ERR_NOMEM);
+    assert_int_equal(open_with(f.path, 4096, &heap, &err), LW_ERR_BUDGET);
     assert_null(heap);
-    assert_int_equal(err.status, LW_ERR_NOMEM);
+    assert_int_equal(err.status, LW_ERR_BUDGET);
     assert_non_null(strstr(err.message, "the analysis needs more than its memory budget of 4096 bytes (index: "));
     /* a budget too small even for the heap's own struct */
-    assert_int_equal(open_with(f.path, 1, &heap, &err), LW_ERR_NOMEM);
+    assert_int_equal(open_with(f.path, 1, &heap, &err), LW_ERR_BUDGET);
     assert_null(heap);
     assert_non_null(strstr(err.message, "memory budget of 1 bytes (index: 0 bytes held when "));
     release(&f);
@@ -117,7 +117,7 @@ static void test_the_measured_peak_is_enough_and_gives_the_same_traces(void **st
     lw_heap_free(heap);
     /* a little less than the peak is not enough */
     assert_int_equal(open_with(f.path, f.peak - slack(f.peak), &heap, &err), LW_OK);
-    assert_int_equal(lw_heap_analyze(heap, NULL, &r, &err), LW_ERR_NOMEM);
+    assert_int_equal(lw_heap_analyze(heap, NULL, &r, &err), LW_ERR_BUDGET);
     assert_null(r);
     lw_heap_free(heap);
     release(&f);
@@ -134,7 +134,7 @@ static void test_budget_for_the_index_only_fails_analyze(void **state) {
     assert_int_equal(open_with(f.path, budget, &heap, &err), LW_OK);
     uint64_t held = heap->budget.used;
     lw_leak_report *r = (lw_leak_report *)1;
-    assert_int_equal(lw_heap_analyze(heap, NULL, &r, &err), LW_ERR_NOMEM);
+    assert_int_equal(lw_heap_analyze(heap, NULL, &r, &err), LW_ERR_BUDGET);
     assert_null(r);
     char want[128];
     snprintf(want, sizeof want, "the analysis needs more than its memory budget of %llu bytes (analysis: ",
@@ -144,7 +144,7 @@ static void test_budget_for_the_index_only_fails_analyze(void **state) {
      * and the heap still serves what fits */
     assert_int_equal(heap->budget.used, held);
     assert_true(lw_heap_memory_peak(heap) <= budget + 64); /* over it by malloc's rounding at most */
-    assert_int_equal(lw_heap_analyze(heap, NULL, &r, &err), LW_ERR_NOMEM);
+    assert_int_equal(lw_heap_analyze(heap, NULL, &r, &err), LW_ERR_BUDGET);
     assert_int_equal(heap->budget.used, held);
     lw_class_stat st[4];
     assert_int_equal(lw_heap_class_histogram(heap, 0, st, 4, &err), 4);
@@ -163,7 +163,7 @@ static void test_histogram_over_the_budget_fails(void **state) {
     lw_class_stat st[4];
     lw_error err = {0};
     assert_int_equal(lw_heap_class_histogram(heap, 0, st, 4, &err), 0);
-    assert_int_equal(err.status, LW_ERR_NOMEM);
+    assert_int_equal(err.status, LW_ERR_BUDGET);
     assert_non_null(strstr(err.message, "memory budget of"));
     assert_non_null(strstr(err.message, "(class histogram: "));
     lw_heap_free(heap);
@@ -171,7 +171,7 @@ static void test_histogram_over_the_budget_fails(void **state) {
 }
 
 /* Budgets from what the index needs to what the analysis needs: the same traces, or
- * LW_ERR_NOMEM naming the budget — never a report short of something an allocation refused
+ * LW_ERR_BUDGET naming the budget — never a report short of something an allocation refused
  * (some steps carry on without a label or a string they could not allocate, which only a
  * budget, refusing one request and granting a smaller next one, brings about). Byte by byte
  * over the last 2 KiB, where the traces are built; in coarser steps below. */
@@ -201,7 +201,7 @@ static void test_every_budget_gives_the_traces_or_nomem(void **state) {
             assert_null(heap);
             nomem_open++;
         }
-        if (st != LW_OK && (st != LW_ERR_NOMEM || !strstr(err.message, "memory budget of")))
+        if (st != LW_OK && (st != LW_ERR_BUDGET || !strstr(err.message, "memory budget of")))
             fail_msg("budget %llu: %s: %s", (unsigned long long)budget, lw_strerror(st), err.message);
         lw_leak_report_free(r);
         lw_heap_free(heap);
@@ -242,7 +242,7 @@ static void test_accountant_refusal_saturation_and_nesting(void **state) {
     assert_int_equal(b.used, 0);
     lw__budget_leave(outer);
     lw_error err = {0};
-    assert_int_equal(lw__budget_verdict(&b, LW_OK, "test", &err), LW_ERR_NOMEM);
+    assert_int_equal(lw__budget_verdict(&b, LW_OK, "test", &err), LW_ERR_BUDGET);
     char want[200];
     snprintf(want, sizeof want,
              "the analysis needs more than its memory budget of 4096 bytes (test: %llu bytes held when 8000 more were asked for)",
