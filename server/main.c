@@ -69,8 +69,8 @@ static double mono(void) {
  * keeps the shutdown's promise. A PostgreSQL that stops answering without closing its
  * connections (hung, or behind a network partition) keeps whatever waits on it: the main loop
  * (refreshing keys), requests and writers up to LEAKD_DB_TIMEOUT (30 s), workers without a
- * limit; they would otherwise hold leakd past LEAKD_SHUTDOWN_TIMEOUT, or for ever. Their reports are safe: nothing
- * uncommitted was answered. */
+ * limit; they would otherwise hold leakd past LEAKD_SHUTDOWN_TIMEOUT, or for ever. Their
+ * reports are safe: nothing uncommitted was answered. */
 typedef struct {
     pthread_t main_thread;
     _Atomic int sig; /* SIGTERM or SIGINT, once one came */
