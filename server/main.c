@@ -26,8 +26,6 @@
 #include "server.h"
 #include "worker.h"
 
-#define LEAKD_VERSION "0.1.0"
-
 /* Reports per group commit: enough to amortize a commit, small enough that one statement
  * stays a few milliseconds. */
 #define REPORT_BATCH_MAX 64

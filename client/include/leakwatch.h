@@ -29,9 +29,9 @@ extern "C" {
 #endif
 
 #define LEAKWATCH_VERSION_MAJOR 0
-#define LEAKWATCH_VERSION_MINOR 1
+#define LEAKWATCH_VERSION_MINOR 2
 #define LEAKWATCH_VERSION_PATCH 0
-#define LEAKWATCH_VERSION_STRING "0.1.0"
+#define LEAKWATCH_VERSION_STRING "0.2.0"
 
 LW_SDK_API const char *lw_sdk_version(void);
 

@@ -22,11 +22,11 @@ extern "C" {
 #endif
 
 #define LW_CORE_VERSION_MAJOR 0
-#define LW_CORE_VERSION_MINOR 1
+#define LW_CORE_VERSION_MINOR 2
 #define LW_CORE_VERSION_PATCH 0
-#define LW_CORE_VERSION_STRING "0.1.0"
+#define LW_CORE_VERSION_STRING "0.2.0"
 
-/* The version of the library loaded at run time ("0.1.0"). */
+/* The version of the library loaded at run time ("0.2.0"). */
 LW_CORE_API const char *lw_core_version(void);
 
 /* ---- errors ------------------------------------------------------------------------- */
