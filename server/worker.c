@@ -163,6 +163,18 @@ static char *read_all(const char *path, size_t *len) {
     return buf;
 }
 
+/* Removes every "<data dir>/" from a message: the report's error is read by anyone with the
+ * app's keys (ingest keys ship inside apps), and the server's directory layout is none of their
+ * business; "blobs/<app>/<report>.hprof.zst" is what the worker's log names too. */
+static void unroot(char *msg, const char *data_dir) {
+    size_t dl = strlen(data_dir);
+    if (!msg || !dl) return;
+    for (char *from = msg, *hit; (hit = strstr(from, data_dir));) {
+        if (hit[dl] == '/') memmove(hit, hit + dl + 1, strlen(hit + dl + 1) + 1);
+        else from = hit + dl;
+    }
+}
+
 /* Keeps a message printable ASCII (it is stored as text in PostgreSQL). */
 static void sanitize(char *msg) {
     for (unsigned char *p = (unsigned char *)msg; *p; p++)
@@ -268,6 +280,7 @@ static void run_job(const ld_config *cfg, ld_db *db, const char *owner, ld_job *
     size_t len = 0;
     char *text = read_all(out_path, &len);
     remove_dir(tmp_dir);
+    if (WIFEXITED(status) && WEXITSTATUS(status) != CHILD_OK) unroot(text, cfg->data_dir);
     char msg[700];
     if (lost) {
         /* someone else owns it now */

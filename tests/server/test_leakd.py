@@ -779,6 +779,21 @@ class T02_Ingest(ServerCase):
         self.assertRegex(err, r"offset \d+")
         self.assertNoNewTmpFiles(before)
 
+    def test_a_failed_reports_error_names_no_server_path(self):
+        """The error is read with the app's keys (ingest keys ship inside apps): it names the
+        dump as the worker's log does, never where the server keeps its data."""
+        app = self.new_app()
+        cut = os.path.join(self.server.tmp, "cut.hprof.zst")
+        with open(INPUTS.stripped("listener_list"), "rb") as f, open(cut, "wb") as o:
+            o.write(f.read(5000))
+        meta = H.make_meta(app.slug)
+        self.assertEqual(self.http.upload_file(app.ingest, meta, cut).status, 202)
+        st, attempts, err, _ = self.wait_report(meta["report_id"])
+        self.assertEqual((st, attempts), ("failed", "1"), err)
+        self.assertEqual(err, "the heap dump cannot be analyzed: blobs/%s/%s.hprof.zst: truncated zstd stream"
+                         " (ends inside a frame after 5000 compressed bytes)" % (app.slug, meta["report_id"]))
+        self.assertEqual(self.http.get("/v1/reports/" + meta["report_id"], key=app.read).json["error"], err)
+
     def test_garbage_heap_part_fails_cleanly(self):
         """BUG (found by this suite): garbage whose first bytes are not UTF-8 and hold a NUL
         gives the error 'not an HPROF heap dump (header "<raw bytes>")'; PostgreSQL refuses to
