@@ -2,6 +2,7 @@
 #define _GNU_SOURCE
 #include "config.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <limits.h>
 #include <stdio.h>
@@ -18,13 +19,14 @@ typedef struct {
     size_t off;
     size_t cap;        /* strings */
     const char *dflt;
-    int64_t min;
+    int64_t min, max;
     const char *help;
 } setting;
 
-#define S(env, flag, field, dflt, help) {env, flag, T_STR, offsetof(ld_config, field), sizeof(((ld_config *)0)->field), dflt, 0, help}
-#define I(env, flag, field, dflt, min, help) {env, flag, T_INT, offsetof(ld_config, field), 0, dflt, min, help}
-#define U(env, flag, field, dflt, help) {env, flag, T_U64, offsetof(ld_config, field), 0, dflt, 0, help}
+#define S(env, flag, field, dflt, help) {env, flag, T_STR, offsetof(ld_config, field), sizeof(((ld_config *)0)->field), dflt, 0, 0, help}
+#define I(env, flag, field, dflt, min, help) {env, flag, T_INT, offsetof(ld_config, field), 0, dflt, min, INT_MAX, help}
+#define B(env, flag, field, dflt, help) {env, flag, T_INT, offsetof(ld_config, field), 0, dflt, 0, 1, help}
+#define U(env, flag, field, dflt, help) {env, flag, T_U64, offsetof(ld_config, field), 0, dflt, 0, 0, help}
 
 static const setting settings[] = {
     S("LEAKD_DATABASE_URL", "--database-url", database_url, "postgresql:///leakwatch", "PostgreSQL connection URL"),
@@ -40,7 +42,8 @@ static const setting settings[] = {
     I("LEAKD_CONNECTION_LIMIT", "--connection-limit", connection_limit, "256", 1, "simultaneous HTTP connections"),
     U("LEAKD_INGEST_MEMORY", "--ingest-memory", ingest_memory, "16777216",
       "traces report bodies read and stored at once, in bytes; more wait their turn (0 = no limit)"),
-    I("LEAKD_CONNECTION_TIMEOUT", "--connection-timeout", connection_timeout_s, "30", 1, "seconds an idle connection is kept"),
+    I("LEAKD_CONNECTION_TIMEOUT", "--connection-timeout", connection_timeout_s, "30", 1,
+      "seconds a connection may stay silent while a request is under way"),
     I("LEAKD_HEADER_TIMEOUT", "--header-timeout", header_timeout_s, "10", 0,
       "seconds a connection has to send a request's headers, from its accept or its previous answer (0 = no limit)"),
     U("LEAKD_MIN_UPLOAD_RATE", "--min-upload-rate", min_upload_rate, "4096", "bytes/s an upload must keep up after its first 10 s"),
@@ -52,7 +55,7 @@ static const setting settings[] = {
     I("LEAKD_DIRECT_UPLOADS", "--direct-uploads", direct_uploads, "16", 0, "heap uploads written with direct I/O at a time (0 = none)"),
     I("LEAKD_SHUTDOWN_TIMEOUT", "--shutdown-timeout", shutdown_timeout_s, "8", 0, "seconds to finish on SIGTERM"),
     I("LEAKD_RETENTION_DAYS", "--retention-days", retention_days, "90", 0, "reports older than this are deleted (0 = never)"),
-    I("LEAKD_KEEP_BLOBS", "--keep-blobs", keep_blobs, "0", 0, "1 keeps a dump after its analysis (default: deleted)"),
+    B("LEAKD_KEEP_BLOBS", "--keep-blobs", keep_blobs, "0", "1 keeps a dump after its analysis (default: deleted)"),
     I("LEAKD_FAILED_BLOB_DAYS", "--failed-blob-days", failed_blob_days, "7", 0, "days a failed report's dump is kept for inspection"),
     U("LEAKD_FAILED_BLOB_MAX_BYTES", "--failed-blob-max-bytes", failed_blob_max_bytes, "10737418240",
       "failed reports' dumps kept at most, the newest first (0 = no cap)"),
@@ -82,7 +85,7 @@ const char ld_config_help[] =
     "  --quota-bytes-per-day N     LEAKD_QUOTA_BYTES_PER_DAY    per key, 429 above (10 GiB; 0 = none)\n"
     "  --connection-limit N        LEAKD_CONNECTION_LIMIT       simultaneous connections (256)\n"
     "  --ingest-memory N           LEAKD_INGEST_MEMORY          traces bodies handled at once (16M; 0 = no limit)\n"
-    "  --connection-timeout S      LEAKD_CONNECTION_TIMEOUT     idle connection timeout (30)\n"
+    "  --connection-timeout S      LEAKD_CONNECTION_TIMEOUT     silence allowed within a request (30)\n"
     "  --header-timeout S          LEAKD_HEADER_TIMEOUT         seconds to send a request's headers (10; 0 = none)\n"
     "  --min-upload-rate N         LEAKD_MIN_UPLOAD_RATE        bytes/s after 10 s (4096)\n"
     "  --http-threads N            LEAKD_HTTP_THREADS           event threads serving HTTP (number of cores;\n"
@@ -117,9 +120,11 @@ static int set_value(ld_config *c, const setting *s, const char *v, const char *
         strcpy(field, v);
         return 0;
     }
-    char *end;
+    char *end = (char *)v;
+    unsigned long long n = 0;
     errno = 0;
-    unsigned long long n = strtoull(v, &end, 10);
+    /* strtoull also takes leading blanks and a sign; a setting is digits only. */
+    if (isdigit((unsigned char)v[0])) n = strtoull(v, &end, 10);
     /* sizes may say K, M, G (binary) */
     uint64_t mul = 1;
     if (s->k == T_U64 && *end && !end[1]) {
@@ -128,13 +133,22 @@ static int set_value(ld_config *c, const setting *s, const char *v, const char *
         else if (*end == 'G' || *end == 'g') mul = 1ull << 30;
         if (mul > 1) end++;
     }
-    if (errno || end == v || *end || v[0] == '-' || (mul > 1 && n > UINT64_MAX / mul)) {
+    if (errno == ERANGE || (mul > 1 && n > UINT64_MAX / mul)) {
+        snprintf(err, cap, "%s: %s is too large", from, v);
+        return -1;
+    }
+    if (errno || end == v || *end) {
         snprintf(err, cap, "%s: \"%s\" is not a %s", from, v, s->k == T_U64 ? "size (a number, optionally with K, M or G)" : "whole number (0 or more)");
         return -1;
     }
     if (s->k == T_INT) {
-        if (n > INT_MAX || (int64_t)n < s->min) {
-            snprintf(err, cap, "%s: %s is out of range (at least %lld)", from, v, (long long)s->min);
+        if (n > (unsigned long long)s->max || (int64_t)n < s->min) {
+            if (s->max == 1)
+                snprintf(err, cap, "%s: \"%s\" must be 0 or 1", from, v);
+            else if (n > (unsigned long long)s->max)
+                snprintf(err, cap, "%s: %s is too large (at most %lld)", from, v, (long long)s->max);
+            else
+                snprintf(err, cap, "%s: %s is too small (at least %lld)", from, v, (long long)s->min);
             return -1;
         }
         *(int *)field = (int)n;
@@ -142,6 +156,46 @@ static int set_value(ld_config *c, const setting *s, const char *v, const char *
         *(uint64_t *)field = (uint64_t)n * mul;
     }
     return 0;
+}
+
+/* "host:port" with a port of 1-65535 (getaddrinfo would take 99999 and bind 99999 - 65536),
+ * or "off" where `off_ok`. The host itself is resolved when leakd binds. */
+static int check_listen(const char *name, const char *v, int off_ok, char *err, size_t cap) {
+    if (off_ok && strcmp(v, "off") == 0) return 0;
+    const char *colon = strrchr(v, ':');
+    const char *port = colon ? colon + 1 : "";
+    size_t digits = strspn(port, "0123456789");
+    long p = digits && digits <= 5 && !port[digits] ? strtol(port, NULL, 10) : -1;
+    if (!colon || colon == v || p < 1 || p > 65535) {
+        snprintf(err, cap, "%s: \"%s\" is not host:port with a port of 1-65535%s", name, v,
+                 off_ok ? " (or off)" : "");
+        return -1;
+    }
+    return 0;
+}
+
+/* Lower-case canonical names, so that WARN or warning do not silently mean info. */
+static int check_log_level(char *level, size_t cap_level, char *err, size_t cap) {
+    static const char *const names[] = {"debug", "info", "warn", "error"};
+    char lower[16];
+    size_t i;
+    for (i = 0; level[i] && i + 1 < sizeof lower; i++) lower[i] = (char)tolower((unsigned char)level[i]);
+    lower[i] = 0;
+    int cut = level[i] != 0; /* longer than any name */
+    if (strcmp(lower, "warning") == 0) lower[4] = 0;
+    for (i = 0; i < sizeof names / sizeof names[0]; i++)
+        if (!cut && strcmp(lower, names[i]) == 0) {
+            snprintf(level, cap_level, "%s", names[i]);
+            return 0;
+        }
+    snprintf(err, cap, "LEAKD_LOG_LEVEL must be debug, info, warn or error, not \"%s\"", level);
+    return -1;
+}
+
+static int check_readable(const char *name, const char *path, char *err, size_t cap) {
+    if (!path[0] || access(path, R_OK) == 0) return 0;
+    snprintf(err, cap, "%s: %s: cannot read it: %s", name, path, strerror(errno));
+    return -1;
 }
 
 int ld_config_load(ld_config *c, int *argc, char **argv, char *err, size_t cap) {
@@ -216,6 +270,16 @@ int ld_config_load(ld_config *c, int *argc, char **argv, char *err, size_t cap) 
         snprintf(err, cap, "LEAKD_TLS_CERT and LEAKD_TLS_KEY go together");
         return -1;
     }
+    if (!c->database_url[0]) {
+        snprintf(err, cap, "LEAKD_DATABASE_URL is empty: give a PostgreSQL URL, or unset it for the default "
+                           "postgresql:///leakwatch");
+        return -1;
+    }
+    if (check_listen("LEAKD_LISTEN", c->listen, 0, err, cap) ||
+        check_listen("LEAKD_METRICS_LISTEN", c->metrics_listen, 1, err, cap) ||
+        check_log_level(c->log_level, sizeof c->log_level, err, cap) ||
+        check_readable("LEAKD_TLS_CERT", c->tls_cert, err, cap) || check_readable("LEAKD_TLS_KEY", c->tls_key, err, cap))
+        return -1;
     return 0;
 }
 

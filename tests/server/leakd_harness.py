@@ -222,10 +222,11 @@ def drop_database(url):
 
 # ---- leakd command line --------------------------------------------------------------------
 
-def leakd_cli(db_url, *args, timeout=30):
-    env = dict(os.environ)
+def leakd_cli(db_url, *args, timeout=30, env=None):
+    extra, env = env or {}, dict(os.environ)
     env["LEAKD_DATABASE_URL"] = db_url
     env.pop("LEAKD_LISTEN", None)
+    env.update(extra)
     r = subprocess.run([LEAKD_BIN] + list(args), capture_output=True, text=True, env=env, timeout=timeout)
     return r.returncode, r.stdout, r.stderr
 

@@ -221,6 +221,41 @@ class T01_Cli(unittest.TestCase):
         self.assertEqual(rc, 4, err)
         self.assertIn("leakd migrate", err)
 
+    def test_settings_leakd_cannot_use_are_refused(self):
+        """Each stops leakd before it starts, exit 2, one line naming the setting: before, a port
+        over 65535 bound another one (99999 - 65536), WARN logged at info, 5 meant 1."""
+        cases = [
+            ({"LEAKD_LISTEN": "127.0.0.1:99999"},
+             'leakd: LEAKD_LISTEN: "127.0.0.1:99999" is not host:port with a port of 1-65535\n'),
+            ({"LEAKD_METRICS_LISTEN": "127.0.0.1:0"},
+             'leakd: LEAKD_METRICS_LISTEN: "127.0.0.1:0" is not host:port with a port of 1-65535 (or off)\n'),
+            ({"LEAKD_LOG_LEVEL": "verbose"}, 'leakd: LEAKD_LOG_LEVEL must be debug, info, warn or error, not "verbose"\n'),
+            ({"LEAKD_KEEP_BLOBS": "5"}, 'leakd: LEAKD_KEEP_BLOBS: "5" must be 0 or 1\n'),
+            ({"LEAKD_WORKERS": "99999999999"}, "leakd: LEAKD_WORKERS: 99999999999 is too large (at most 2147483647)\n"),
+            ({"LEAKD_MAX_UPLOAD_BYTES": " 100"}, 'leakd: LEAKD_MAX_UPLOAD_BYTES: " 100" is not a size (a number, optionally with K, M or G)\n'),
+            ({"LEAKD_TLS_CERT": "/nonexistent.pem", "LEAKD_TLS_KEY": "/nonexistent.key"},
+             "leakd: LEAKD_TLS_CERT: /nonexistent.pem: cannot read it: No such file or directory\n"),
+        ]
+        for env, want in cases:
+            rc, out, err = H.leakd_cli(self.db, "serve", env=env)
+            self.assertEqual((rc, err), (2, want), env)
+        # an empty database URL is not the default one
+        rc, out, err = H.leakd_cli("", "app", "list")
+        self.assertEqual((rc, err), (2, "leakd: LEAKD_DATABASE_URL is empty: give a PostgreSQL URL, or unset it for"
+                                        " the default postgresql:///leakwatch\n"))
+        # a level is read in any case, and `warning` is `warn`: with the API's port taken, serve
+        # logs the database it uses (info) and then that it cannot listen (error)
+        self.assertEqual(H.leakd_cli(self.db, "migrate")[0], 0)
+        with socket.socket() as taken:
+            taken.bind(("127.0.0.1", 0))
+            taken.listen(1)
+            listen = {"LEAKD_LISTEN": "127.0.0.1:%d" % taken.getsockname()[1], "LEAKD_METRICS_LISTEN": "off"}
+            for level, info_lines in (("info", 1), ("WARNING", 0)):
+                rc, out, err = H.leakd_cli(self.db, "serve", "--workers", "1", env=dict(listen, LEAKD_LOG_LEVEL=level))
+                self.assertEqual(rc, 1, err)
+                self.assertEqual((err.count(" info: database "), err.count(" error: cannot listen on ")),
+                                 (info_lines, 1), err)
+
     def test_app_and_key_commands(self):
         self.assertEqual(H.leakd_cli(self.db, "migrate")[0], 0)
         rc, out, err = H.leakd_cli(self.db, "app", "list")
