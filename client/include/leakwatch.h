@@ -107,7 +107,7 @@ typedef struct lw_config {
     const char *server_url;          /* base URL; the SDK posts to <server_url>/v1/reports; NULL = spool only */
     const char *ingest_key;          /* lw_ingest_... */
     const char *app;                 /* the app's name on the server */
-    const char *app_version;
+    const char *app_version;         /* NULL or "" = "unknown" */
     int64_t build;
     const char *runtime_name;        /* meta.runtime: "jvm", "art", ... */
     lw_mode mode;

@@ -30,7 +30,8 @@ lw_status lw_report_meta_parse(const char *text, size_t len, lw_report_meta *out
     if (rc != 0) {
         size_t line, col;
         lw__jr_position(text, pos, &line, &col);
-        return lw__fail(err, LW_ERR_FORMAT, "not JSON at line %zu, column %zu: %s", line, col, msg);
+        /* "unreadable", not "not JSON": valid JSON with an integer past 64 bits lands here too */
+        return lw__fail(err, LW_ERR_FORMAT, "unreadable JSON at line %zu, column %zu: %s", line, col, msg);
     }
     if (jr->v[0].type != LW__JR_OBJECT) return lw__fail(err, LW_ERR_FORMAT, "not a JSON object");
     out->report_id = member_string(jr, 0, "report_id", NULL, NULL);

@@ -313,7 +313,9 @@ static lw_status decode(dec *d, long root, lw_leak_report *r) {
     char where[96];
     if (!is_type(d, root, LW__JR_OBJECT)) return bad(d, "%s", "the document must be a JSON object");
     int64_t format = 0;
-    if ((st = get_int(d, root, "format", &format, -1, -1, "document")) != LW_OK) return st;
+    if (is_null(d, lw__jr_get(d->jr, root, "format")))
+        return bad(d, "%s", "document: missing integer \"format\" (this reader knows format 1)");
+    if ((st = get_int(d, root, "format", &format, -1, INT64_MIN, "document")) != LW_OK) return st;
     if (format != 1) return lw__fail(d->err, LW_ERR_FORMAT, "document: unsupported format %lld (this reader knows format 1)", (long long)format);
     r->format = 1;
     long an = lw__jr_get(d->jr, root, "analyzer");

@@ -679,6 +679,15 @@ class T02_Ingest(ServerCase):
 
         def m(**kw):
             return json.dumps(H.make_meta("alpha", mode="traces", **kw)).encode()
+
+        def without(*keys):
+            d = H.make_meta("alpha", mode="traces")
+            for k in keys:
+                if k == "install_id":
+                    del d["device"]["install_id"]
+                else:
+                    del d[k]
+            return json.dumps(d).encode()
         J, Z = "application/json", "application/zstd"
         cases = [
             ("meta not JSON", [("meta", J, b"{not json"), ("traces", J, body)], "bad_meta"),
@@ -692,6 +701,16 @@ class T02_Ingest(ServerCase):
             ("build a string", [("meta", J, m(build="12")), ("traces", J, body)], "bad_meta"),
             ("app_version too long", [("meta", J, m(version="v" * 129)), ("traces", J, body)], "bad_meta"),
             ("install_id too long", [("meta", J, m(install_id="i" * 65)), ("traces", J, body)], "bad_meta"),
+            # required by the wire protocol: before, "" and build 0 were stored, and became the
+            # first version of every group the report touched
+            ("app_version missing", [("meta", J, without("app_version")), ("traces", J, body)], "bad_meta"),
+            ("app_version empty", [("meta", J, m(version="")), ("traces", J, body)], "bad_meta"),
+            ("build missing", [("meta", J, without("build")), ("traces", J, body)], "bad_meta"),
+            ("device missing", [("meta", J, without("device")), ("traces", J, body)], "bad_meta"),
+            ("install_id missing", [("meta", J, without("install_id")), ("traces", J, body)], "bad_meta"),
+            ("build past 64 bits", [("meta", J, m().replace(b'"build": 10', b'"build": 99999999999999999999')),
+                                    ("traces", J, body)], "bad_meta"),
+            ("traces without a format", [("meta", J, m()), ("traces", J, b'{"leaks":[]}')], "bad_traces"),
             ("duplicate keys in meta", [("meta", J, b'{"report_id":"%s","app":"alpha","app":"alpha","mode":"traces"}'
                                          % str(uuid.uuid4()).encode()), ("traces", J, body)], "bad_meta"),
             ("meta not first", [("traces", J, body), ("meta", J, m())], "bad_multipart"),
@@ -704,11 +723,20 @@ class T02_Ingest(ServerCase):
             ("traces not JSON", [("meta", J, m()), ("traces", J, b"{oops")], "bad_traces"),
             ("traces of another format", [("meta", J, m()), ("traces", J, b'{"format":2,"leaks":[]}')], "bad_traces"),
         ]
+        messages = {
+            "app_version missing": "meta.app_version must be a string of 1-128 bytes",
+            "build missing": "meta.build must be a non-negative integer",
+            "install_id missing": "meta.device.install_id must be a string of 1-64 bytes",
+            "build past 64 bits": "meta: unreadable JSON at line 1, column 102: integer out of range",
+            "traces without a format": "document: missing integer \"format\" (this reader knows format 1)",
+        }
         for name, parts, code in cases:
             with self.subTest(name):
                 mb, ct = H.multipart(None, parts=parts)
                 r = self.http.request("POST", "/v1/reports", key=self.app.ingest, body=mb, headers={"Content-Type": ct})
                 self.assertError(r, 400, code)
+                if name in messages:
+                    self.assertTrue(r.json["error"]["message"].endswith(messages[name]), r.json)
         raw_cases = [
             ("no parts at all", b"--bnd--\r\n"),
             ("garbage body", b"this is not multipart at all" * 10),

@@ -92,13 +92,13 @@ static void test_refuses_what_is_not_a_json_object(void **state) {
         {"{not json", "line 1, column 2"},
         {"{\"app\":\"a\",\n \"mode\":}", "line 2, column 9"},
         {"[1,2]", "not a JSON object"},
-        {"\"report\"", "not JSON"},
+        {"\"report\"", "unreadable JSON"},
         {"{\"app\":\"a\",\"app\":\"b\"}", "duplicate"},
-        {"{\"app\":\"\\u0000\"}", "not JSON"},
+        {"{\"app\":\"\\u0000\"}", "unreadable JSON"},
         {"{\"app\":\"\xff\"}", "UTF-8"},
-        {"{\"app\":\"a\"} x", "not JSON"},
-        {"{\"build\":99999999999999999999}", "not JSON"},
-        {"", "not JSON"},
+        {"{\"app\":\"a\"} x", "unreadable JSON"},
+        {"{\"build\":99999999999999999999}", "unreadable JSON at line 1, column 10: integer out of range"},
+        {"", "unreadable JSON"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         lw_report_meta m;
