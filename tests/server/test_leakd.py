@@ -1364,6 +1364,19 @@ class T05_QuotaAndSlowDrip(ServerCase):
             self.assertEqual(r.status, 200, r)
         self.assertEqual(self.upload_traces(app, doc)[1].status, 202)
         self.assertError(self.upload_traces(app, doc)[1], 429, "rate_limited", retry_after=True)
+        # and while the quota is spent, a repeat is judged on its headers too: 429
+        r = self.http.upload(app.ingest, meta, json.dumps(doc).encode(), "traces", "application/json")
+        self.assertError(r, 429, "rate_limited", retry_after=True)
+
+    def test_uploads_refused_for_their_content_use_the_quota(self):
+        # They took the bandwidth the quota guards (docs/api.md, rate_limited).
+        app = self.new_app()
+        doc = INPUTS.traces_json("listener_list")
+        r = self.http.upload(app.ingest, H.make_meta(app.slug, mode="heap"), json.dumps(doc).encode(), "traces",
+                             "application/json")
+        self.assertError(r, 400, "mode_mismatch")
+        self.assertEqual(self.upload_traces(app, doc)[1].status, 202)
+        self.assertError(self.upload_traces(app, doc)[1], 429, "rate_limited", retry_after=True)
 
     def test_body_over_the_daily_byte_quota_is_413(self):
         # No wait would let it fit: a 429 would have it retried for ever (Retry-After ~1 day).
