@@ -1,4 +1,4 @@
-/* keys.c — creating, revoking, parsing and loading API keys. */
+/* keys.c — creating, revoking, listing, parsing and loading API keys. */
 #define _DEFAULT_SOURCE
 
 #include "keys.h"
@@ -167,7 +167,10 @@ out:
     return rc;
 }
 
-ld_status ld_key_revoke(ld_db *db, int64_t id)
+/* to_char format of the times the key commands print. */
+#define UTC_TIME(col) "to_char(" col " AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"')"
+
+ld_status ld_key_revoke(ld_db *db, int64_t id, char *earlier, size_t cap)
 {
     PGresult *res = NULL;
     char idbuf[24];
@@ -176,17 +179,82 @@ ld_status ld_key_revoke(ld_db *db, int64_t id)
 
     if (!db)
         return LD_ERR_INTERNAL;
+    if (earlier && cap < LD_TIME_MAX)
+        return ld_db_fail(db, LD_ERR_INTERNAL, "ld_key_revoke: the time buffer must hold %d bytes", LD_TIME_MAX);
+    if (earlier)
+        earlier[0] = '\0';
     if (id <= 0)
         return ld_db_fail(db, LD_ERR_NOT_FOUND, "no key %" PRId64, id);
     snprintf(idbuf, sizeof idbuf, "%" PRId64, id);
+    /* now() is when this statement's transaction began: a revocation time other than it was
+     * set before, by an earlier revoke (or a concurrent one this update waited for). */
     rc = ld_db_exec(db, &res,
-                    "UPDATE api_keys SET revoked_at = coalesce(revoked_at, now()) WHERE id = $1",
+                    "UPDATE api_keys SET revoked_at = coalesce(revoked_at, now()) WHERE id = $1"
+                    " RETURNING CASE WHEN revoked_at <> now() THEN " UTC_TIME("revoked_at") " ELSE '' END",
                     1, params);
     if (rc != LD_OK)
         goto out;
-    if (strcmp(PQcmdTuples(res), "1") != 0)
+    if (PQntuples(res) != 1) {
         rc = ld_db_fail(db, LD_ERR_NOT_FOUND, "no key %" PRId64, id);
+        goto out;
+    }
+    if (earlier)
+        snprintf(earlier, cap, "%s", PQgetvalue(res, 0, 0));
 out:
+    PQclear(res);
+    return rc;
+}
+
+ld_status ld_key_list(ld_db *db, const char *app_slug, int with_revoked, ld_key_info **rows, size_t *n)
+{
+    PGresult *res = NULL;
+    ld_key_info *list = NULL;
+    char appbuf[24] = "0";
+    const char *params[2] = {appbuf, with_revoked ? "t" : "f"};
+    int64_t app_id = 0;
+    size_t count, i;
+    ld_status rc;
+
+    if (!db || !rows || !n)
+        return db ? ld_db_fail(db, LD_ERR_INTERNAL, "ld_key_list: bad arguments") : LD_ERR_INTERNAL;
+    *rows = NULL;
+    *n = 0;
+    if (app_slug) {
+        rc = ld_app_id(db, app_slug, &app_id);
+        if (rc != LD_OK)
+            return rc;
+        snprintf(appbuf, sizeof appbuf, "%" PRId64, app_id);
+    }
+    rc = ld_db_exec(db, &res,
+                    "SELECT k.id, k.kind, coalesce(a.slug, ''), " UTC_TIME("k.created_at") ","
+                    " coalesce(" UTC_TIME("k.revoked_at") ", '')"
+                    " FROM api_keys k LEFT JOIN apps a ON a.id = k.app_id"
+                    " WHERE ($1::bigint = 0 OR k.app_id = $1::bigint) AND ($2::boolean OR k.revoked_at IS NULL)"
+                    " ORDER BY k.id",
+                    2, params);
+    if (rc != LD_OK)
+        goto out;
+    count = (size_t)PQntuples(res);
+    if (count == 0)
+        goto out;
+    list = calloc(count, sizeof *list);
+    if (!list) {
+        rc = ld_db_fail(db, LD_ERR_NOMEM, "out of memory listing %zu keys", count);
+        goto out;
+    }
+    for (i = 0; i < count; i++) {
+        int r = (int)i;
+        list[i].id = strtoll(PQgetvalue(res, r, 0), NULL, 10);
+        snprintf(list[i].kind, sizeof list[i].kind, "%s", PQgetvalue(res, r, 1));
+        snprintf(list[i].app_slug, sizeof list[i].app_slug, "%s", PQgetvalue(res, r, 2));
+        snprintf(list[i].created_at, sizeof list[i].created_at, "%s", PQgetvalue(res, r, 3));
+        snprintf(list[i].revoked_at, sizeof list[i].revoked_at, "%s", PQgetvalue(res, r, 4));
+    }
+    *rows = list;
+    *n = count;
+    list = NULL;
+out:
+    free(list);
     PQclear(res);
     return rc;
 }

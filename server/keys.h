@@ -22,9 +22,28 @@ int ld_key_kind_valid(const char *kind);
 ld_status ld_key_create(ld_db *db, const char *app_slug, const char *kind, char *key_out,
                         size_t cap, int64_t *id_out);
 
+/* Bytes of a time as the key commands print it, "YYYY-MM-DDTHH:MM:SSZ" (UTC), with room. */
+#define LD_TIME_MAX 32
+
 /* Revokes key `id`. Idempotent: revoking a revoked key is LD_OK (its first revocation time
- * is kept). LD_ERR_NOT_FOUND when no key has that id. */
-ld_status ld_key_revoke(ld_db *db, int64_t id);
+ * is kept). `earlier` (may be NULL; `cap` >= LD_TIME_MAX) receives "" when this call revoked
+ * the key, or the time of its first revocation when it was revoked already. LD_ERR_NOT_FOUND
+ * when no key has that id. */
+ld_status ld_key_revoke(ld_db *db, int64_t id, char *earlier, size_t cap);
+
+typedef struct ld_key_info {
+    int64_t id;
+    char kind[LD_KEY_KIND_MAX];
+    char app_slug[LD_SLUG_MAX + 1]; /* "" for an admin key of every app */
+    char created_at[LD_TIME_MAX];
+    char revoked_at[LD_TIME_MAX];   /* "" while the key is active */
+} ld_key_info;
+
+/* The keys of the app `app_slug`, or of every app and the admin keys of every app when it is
+ * NULL, by id; revoked keys only when `with_revoked`. Neither secrets nor hashes: operators
+ * find a key by its id. On LD_OK *rows is malloc'ed (free() it; NULL when *n is 0).
+ * LD_ERR_NOT_FOUND when the app does not exist. */
+ld_status ld_key_list(ld_db *db, const char *app_slug, int with_revoked, ld_key_info **rows, size_t *n);
 
 /* Format check only (no database): 0 when `key` looks like lw_<kind>_<id>_<32 base62>, with
  * the kind copied into `kind_out` (LD_KEY_KIND_MAX bytes; may be NULL) and the id into

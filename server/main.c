@@ -32,22 +32,26 @@
 
 extern char **environ;
 
-static const char usage[] =
+/* The full usage is this head, a line or more per administrative command from admin.c
+ * (ld_admin_commands), this tail, and the settings of config.c (ld_config_help). */
+static const char usage_head[] =
     "usage: leakd <command> [settings]\n"
     "\n"
     "Leakwatch's server: receives leak reports, analyzes heap dumps, groups leaks, serves the API.\n"
     "\n"
     "commands:\n"
-    "  serve                       run the HTTP API and the analysis workers\n"
-    "  migrate                     apply pending database migrations\n"
-    "  app create NAME             create an app; prints its first ingest and read keys\n"
-    "  app list                    list apps\n"
-    "  key create APP KIND         a new key: KIND is ingest, read or admin (APP is the app's name;\n"
-    "                              an admin key uploads, reads and PATCHes that app)\n"
-    "  key create --admin          a new admin key of every app\n"
-    "  key revoke KEY_ID           revoke a key by its id (the number in lw_<kind>_<id>_...)\n"
-    "  --version, --help\n"
-    "\n";
+    "  serve                       run the HTTP API and the analysis workers\n";
+static const char usage_tail[] =
+    "  help [COMMAND]              this help, or a command's (as does COMMAND --help, or -h)\n"
+    "  --version                   print the version\n";
+
+static void usage(FILE *out, int settings) {
+    fputs(usage_head, out);
+    ld_admin_commands(out);
+    fputs(usage_tail, out);
+    fputc('\n', out);
+    fputs(settings ? ld_config_help : "`leakd --help` lists the settings too.\n", out);
+}
 
 /* ---- serve ------------------------------------------------------------------------------- */
 
@@ -412,26 +416,98 @@ static int serve(ld_server *s) {
     return 0;
 }
 
+/* The command a mistyped `word` most likely meant, or NULL when none is close: one edit away
+ * (a letter added, dropped or changed), or two for a command longer than 3 letters. */
+static const char *closest_command(const char *word) {
+    static const char *const commands[] = {"serve", "migrate", "app", "key", "help"};
+    size_t wl = strlen(word), best_d = 3; /* more than any distance taken */
+    const char *best = NULL;
+    if (wl > 16) return NULL;
+    for (size_t c = 0; c < sizeof commands / sizeof commands[0]; c++) {
+        const char *cmd = commands[c];
+        size_t cl = strlen(cmd), prev[17], cur[17];
+        for (size_t j = 0; j <= wl; j++) prev[j] = j;
+        for (size_t i = 1; i <= cl; i++) {
+            cur[0] = i;
+            for (size_t j = 1; j <= wl; j++) {
+                char w = word[j - 1] >= 'A' && word[j - 1] <= 'Z' ? (char)(word[j - 1] - 'A' + 'a') : word[j - 1];
+                size_t sub = prev[j - 1] + (w != cmd[i - 1]);
+                size_t del = prev[j] + 1, ins = cur[j - 1] + 1;
+                cur[j] = sub < del ? (sub < ins ? sub : ins) : (del < ins ? del : ins);
+            }
+            memcpy(prev, cur, sizeof cur);
+        }
+        if (prev[wl] <= (cl > 3 ? 2u : 1u) && prev[wl] < best_d) {
+            best = cmd;
+            best_d = prev[wl];
+        }
+    }
+    return best;
+}
+
+static int unknown_command(const char *word) {
+    const char *near = closest_command(word);
+    fprintf(stderr, "leakd: unknown command \"%.80s\"", word);
+    if (near) fprintf(stderr, "; did you mean %s?", near);
+    fputs("\n\n", stderr);
+    usage(stderr, 0);
+    return 2;
+}
+
+/* Help on `cmd` (NULL: on leakd) to stdout. */
+static int help(const char *cmd) {
+    if (cmd && ld_admin_is_command(cmd)) {
+        ld_admin_usage(stdout, cmd);
+        return 0;
+    }
+    if (cmd && strcmp(cmd, "serve") != 0 && strcmp(cmd, "worker") != 0 && strcmp(cmd, "help") != 0)
+        return unknown_command(cmd);
+    usage(stdout, 1);
+    return 0;
+}
+
 int main(int argc, char **argv) {
-    if (argc < 2 || strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "help") == 0) {
-        fputs(usage, argc < 2 ? stderr : stdout);
-        fputs(ld_config_help, argc < 2 ? stderr : stdout);
-        return argc < 2 ? 2 : 0;
+    if (argc < 2) {
+        usage(stderr, 1);
+        return 2;
     }
     if (strcmp(argv[1], "--version") == 0) {
         printf("leakd %s (libleakcore %s)\n", LEAKD_VERSION, lw_core_version());
         return 0;
     }
+    /* --help or -h anywhere asks for help and never runs the command (`app create --help` must
+     * not create an app "--help"). They are taken out before the settings are read, so that
+     * `--workers --help` is help too, not a setting without a value. */
+    int wants_help = strcmp(argv[1], "help") == 0, kept = 1;
+    for (int a = 1; a < argc; a++) {
+        if (strcmp(argv[a], "--help") == 0 || strcmp(argv[a], "-h") == 0) wants_help = 1;
+        else argv[kept++] = argv[a];
+    }
+    argc = kept;
+    argv[argc] = NULL;
     static ld_server server;
     char err[1024];
     if (ld_config_load(&server.cfg, &argc, argv, err, sizeof err) != 0) {
+        if (wants_help) return help(NULL); /* a bad setting is no reason to refuse help */
         fprintf(stderr, "leakd: %s\n", err);
         return 2;
     }
-    const char *cmd = argv[1];
+    if (argc >= 2 && strcmp(argv[1], "help") == 0) {
+        wants_help = 1;
+        argc--;
+        argv++;
+    }
+    const char *cmd = argc >= 2 ? argv[1] : NULL;
+    if (wants_help) return help(cmd);
+    if (!cmd) {
+        fputs("leakd: missing command\n\n", stderr);
+        usage(stderr, 0);
+        return 2;
+    }
     if (strcmp(cmd, "serve") == 0) {
         if (argc != 2) {
-            fprintf(stderr, "leakd serve: unexpected argument %s\n\n%s", argv[2], usage);
+            fprintf(stderr, "leakd serve: unexpected argument %s\n\n", argv[2]);
+            usage(stderr, 0);
             return 2;
         }
         ld_log_init("serve", server.cfg.log_level, server.cfg.log_format);
@@ -443,6 +519,7 @@ int main(int argc, char **argv) {
         ld_log_init("worker", server.cfg.log_level, server.cfg.log_format);
         return ld_worker_main(&server.cfg);
     }
+    if (!ld_admin_is_command(cmd)) return unknown_command(cmd);
     ld_log_init(cmd, server.cfg.log_level, server.cfg.log_format);
     return ld_admin_main(server.cfg.database_url, server.cfg.migrations_dir, argc - 1, argv + 1, stdout, stderr);
 }

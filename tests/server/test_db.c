@@ -719,7 +719,7 @@ static void test_keys(void **state)
         char k2[LD_KEY_MAX];
         int64_t id2 = 0;
         assert_int_equal(ld_key_create(db, "demo", "admin", k2, sizeof k2, &id2), LD_OK);
-        assert_int_equal(ld_key_revoke(db, id2), LD_OK);
+        assert_int_equal(ld_key_revoke(db, id2, NULL, 0), LD_OK);
         assert_query(db, "SELECT a.slug FROM api_keys k JOIN apps a ON a.id = k.app_id WHERE k.kind = 'admin'", "demo");
     }
 
@@ -738,16 +738,67 @@ static void test_keys(void **state)
     assert_memory_equal(rows[2].hash, hash, 32);
     ld_keys_free(rows);
 
-    /* Revoked keys leave the cache; revoking twice is fine; unknown ids are not. */
-    assert_int_equal(ld_key_revoke(db, read_id), LD_OK);
-    assert_int_equal(ld_key_revoke(db, read_id), LD_OK);
-    assert_int_equal(ld_key_revoke(db, 999999), LD_ERR_NOT_FOUND);
-    assert_int_equal(ld_key_revoke(db, 0), LD_ERR_NOT_FOUND);
+    /* Revoked keys leave the cache; revoking twice is fine, and says since when; unknown ids
+     * are not. */
+    {
+        char earlier[LD_TIME_MAX], small_time[8];
+        assert_int_equal(ld_key_revoke(db, read_id, earlier, sizeof earlier), LD_OK);
+        assert_string_equal(earlier, "");
+        assert_int_equal(ld_key_revoke(db, read_id, earlier, sizeof earlier), LD_OK);
+        assert_int_equal(strlen(earlier), 20); /* YYYY-MM-DDTHH:MM:SSZ */
+        assert_true(earlier[10] == 'T' && earlier[19] == 'Z');
+        assert_int_equal(ld_key_revoke(db, read_id, NULL, 0), LD_OK);
+        assert_int_equal(ld_key_revoke(db, read_id, small_time, sizeof small_time), LD_ERR_INTERNAL);
+        assert_int_equal(ld_key_revoke(db, 999999, earlier, sizeof earlier), LD_ERR_NOT_FOUND);
+        assert_int_equal(ld_key_revoke(db, 0, NULL, 0), LD_ERR_NOT_FOUND);
+    }
     assert_int_equal(ld_keys_load(db, &rows, &n), LD_OK);
     assert_int_equal(n, 2);
     assert_true(rows[0].id == ingest_id);
     assert_true(rows[1].id == admin_id);
     ld_keys_free(rows);
+
+    /* Listing: active keys by id unless revoked ones are asked for; an app's own keys only. */
+    {
+        ld_key_info *info = NULL;
+        size_t ni = 0;
+        assert_int_equal(ld_key_list(db, NULL, 0, &info, &ni), LD_OK);
+        assert_int_equal(ni, 2);
+        assert_true(info[0].id == ingest_id);
+        assert_string_equal(info[0].kind, "ingest");
+        assert_string_equal(info[0].app_slug, "demo");
+        assert_int_equal(strlen(info[0].created_at), 20);
+        assert_string_equal(info[0].revoked_at, "");
+        assert_true(info[1].id == admin_id);
+        assert_string_equal(info[1].kind, "admin");
+        assert_string_equal(info[1].app_slug, ""); /* every app's */
+        free(info);
+
+        assert_int_equal(ld_key_list(db, NULL, 1, &info, &ni), LD_OK);
+        assert_int_equal(ni, 4);
+        assert_true(info[1].id == read_id);
+        assert_int_equal(strlen(info[1].revoked_at), 20);
+        assert_string_equal(info[3].kind, "admin");
+        assert_string_equal(info[3].app_slug, "demo");
+        assert_int_equal(strlen(info[3].revoked_at), 20);
+        free(info);
+
+        assert_int_equal(ld_key_list(db, "demo", 0, &info, &ni), LD_OK);
+        assert_int_equal(ni, 1);
+        assert_true(info[0].id == ingest_id);
+        free(info);
+        assert_int_equal(ld_key_list(db, "demo", 1, &info, &ni), LD_OK);
+        assert_int_equal(ni, 3); /* not the admin key of every app */
+        free(info);
+
+        assert_int_equal(ld_app_create(db, "empty", NULL), LD_OK);
+        assert_int_equal(ld_key_list(db, "empty", 1, &info, &ni), LD_OK);
+        assert_int_equal(ni, 0);
+        assert_null(info);
+        assert_int_equal(ld_key_list(db, "nope", 0, &info, &ni), LD_ERR_NOT_FOUND);
+        assert_non_null(strstr(ld_db_error(db), "no app \"nope\""));
+        assert_int_equal(ld_key_list(db, "Bad Slug", 0, &info, &ni), LD_ERR_NOT_FOUND);
+    }
 }
 
 /* ---- errors, reconnect, transactions ---- */
@@ -918,6 +969,12 @@ static void test_admin(void **state)
     REQUIRE_DB(db);
     r = run_admin(url, 1, "help");
     EXPECT(r, 0, out, "leakd key create --admin");
+    r = run_admin(url, 3, "app", "create", "--help"); /* help, not an app named --help */
+    EXPECT(r, 0, out, "usage: leakd app create NAME");
+    r = run_admin(url, 3, "key", "list", "-h");
+    EXPECT(r, 0, out, "leakd key list [APP] [--all]");
+    r = run_admin(url, 4, "key", "list", "demo", "extra");
+    EXPECT(r, 2, err, "key list: unexpected argument \"extra\"");
     r = run_admin(url, 0);
     EXPECT(r, 2, err, "usage:");
     r = run_admin(url, 2, "frobnicate", "x");
@@ -987,7 +1044,7 @@ static void test_admin(void **state)
     r = run_admin(url, 3, "key", "revoke", idbuf);
     EXPECT(r, 0, out, "Revoked key");
     r = run_admin(url, 3, "key", "revoke", idbuf);
-    EXPECT(r, 0, out, "Revoked key");
+    EXPECT(r, 0, out, "was already revoked (at ");
     r = run_admin(url, 3, "key", "revoke", "987654");
     EXPECT(r, 3, err, "no key 987654");
     r = run_admin(url, 3, "key", "revoke", "abc");

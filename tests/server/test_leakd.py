@@ -321,6 +321,140 @@ class T01_Cli(unittest.TestCase):
         self.assertIn("cannot connect", err)
 
 
+    def test_help_anywhere_prints_help_and_never_runs_the_command(self):
+        def full_help(*args):
+            rc, out, err = H.leakd_cli(self.db, *args)
+            self.assertEqual((rc, err), (0, ""), args)
+            self.assertRegex(out, r"\n  serve +run the HTTP API", args)
+            self.assertIn("\n  key list [APP] [--all] ", out, args)
+            self.assertIn("--database-url URL", out, args)                                  # the settings
+        full_help("serve", "--help")
+        full_help("--help")
+        full_help("serve", "-h")
+        full_help("--workers", "2", "--help")
+        full_help("--workers", "--help")                                                  # not its value
+        full_help("help")
+        # a command's help, from the still unmigrated database: nothing is run
+        for args in (("migrate", "--help"), ("app", "--help"), ("app", "create", "--help"), ("key", "--help"),
+                     ("key", "create", "--help"), ("key", "create", "demo", "read", "-h"), ("key", "list", "--help"),
+                     ("key", "revoke", "1", "--help"), ("help", "key")):
+            rc, out, err = H.leakd_cli(self.db, *args)
+            self.assertEqual((rc, err), (0, ""), args)
+            self.assertTrue(out.startswith("usage: leakd %s" % args[1 if args[0] == "help" else 0]), (args, out))
+            self.assertIn("Exit codes:", out, args)
+            self.assertNotIn("  serve ", out, args)
+        rc, out, err = H.leakd_cli(self.db, "key", "--help")
+        self.assertIn("usage: leakd key create APP ingest|read|admin\n", out)
+        self.assertIn("       leakd key list [APP] [--all]\n", out)
+        self.assertEqual(one(self.db, "SELECT to_regclass('schema_migrations') IS NULL"), "t")  # not migrated
+        self.assertEqual(H.leakd_cli(self.db, "migrate")[0], 0)
+        for args in (("app", "create", "--help"), ("app", "create", "-h"), ("key", "create", "--admin", "--help"),
+                     ("key", "revoke", "1", "-h")):
+            self.assertEqual(H.leakd_cli(self.db, *args)[0], 0, args)
+        rc, out, err = H.leakd_cli(self.db, "app", "list")
+        self.assertEqual((rc, out.strip()), (0, "No apps yet: create one with `leakd app create NAME`."))
+        self.assertEqual(one(self.db, "SELECT count(*) FROM api_keys"), "0")
+
+    def test_unknown_command_shows_the_full_usage(self):
+        rc, out, err = H.leakd_cli(self.db, "serv")
+        self.assertEqual((rc, out), (2, ""))
+        self.assertTrue(err.startswith('leakd: unknown command "serv"; did you mean serve?\n'), err)
+        self.assertRegex(err, r"\n  serve +run the HTTP API")
+        self.assertIn("\n  key list [APP] [--all] ", err)
+        self.assertIn("leakd --help", err)                                                # where the settings are
+        rc, out, err = H.leakd_cli(self.db, "keys", "list")
+        self.assertEqual(rc, 2)
+        self.assertTrue(err.startswith('leakd: unknown command "keys"; did you mean key?\n'), err)
+        rc, out, err = H.leakd_cli(self.db, "frobnicate", "--help")                      # help on no command
+        self.assertEqual(rc, 2)
+        self.assertTrue(err.startswith('leakd: unknown command "frobnicate"\n'), err)
+        self.assertIn("\n  serve ", err)
+        rc, out, err = H.leakd_cli(self.db, "--workers", "2")                              # settings only
+        self.assertEqual(rc, 2)
+        self.assertTrue(err.startswith("leakd: missing command\n"), err)
+
+    def key_list(self, *args):
+        """`leakd key list ARGS`: its rows as {id: [kind, app, created, revoked]}, after checking
+        the header and that every column starts where its title does."""
+        rc, out, err = H.leakd_cli(self.db, "key", "list", *args)
+        self.assertEqual((rc, err), (0, ""), args)
+        if out.startswith("No "):
+            return {}
+        lines = out.splitlines()
+        self.assertRegex(lines[0], r"^ +ID  KIND    APP +CREATED \(UTC\) +REVOKED \(UTC\)$")
+        starts = [lines[0].index(t) for t in ("KIND", "APP", "CREATED", "REVOKED")]
+        got = {}
+        for line in lines[1:]:
+            cols = line.split()
+            self.assertEqual(len(cols), 5, line)
+            self.assertEqual([line.index(c, s) for c, s in zip(cols[1:], starts)], starts, line)
+            self.assertRegex(cols[3], r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$")
+            self.assertRegex(cols[4], r"^(-|\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ)$")
+            got[int(cols[0])] = cols[1:]
+        return got
+
+    def test_key_list(self):
+        self.assertEqual(H.leakd_cli(self.db, "migrate")[0], 0)
+        rc, out, err = H.leakd_cli(self.db, "key", "list")
+        self.assertEqual((rc, out), (0, "No active keys.\n"))
+        printed = []
+        for args in (("app", "create", "demo"), ("app", "create", "other-app"), ("key", "create", "--admin"),
+                     ("key", "create", "demo", "admin")):
+            rc, out, err = H.leakd_cli(self.db, *args)
+            self.assertEqual(rc, 0, err)
+            printed += [m.group(0) for m in H.KEY_RE.finditer(out)]
+        self.assertEqual([H.key_id(k) for k in printed], [1, 2, 3, 4, 5, 6])
+        keys = self.key_list()
+        self.assertEqual({i: r[:2] + r[3:] for i, r in keys.items()},
+                         {1: ["ingest", "demo", "-"], 2: ["read", "demo", "-"], 3: ["ingest", "other-app", "-"],
+                          4: ["read", "other-app", "-"], 5: ["admin", "*", "-"], 6: ["admin", "demo", "-"]})
+        self.assertEqual(H.leakd_cli(self.db, "key", "revoke", "2")[0], 0)
+        self.assertEqual(sorted(self.key_list()), [1, 3, 4, 5, 6])                         # active only
+        every = self.key_list("--all")
+        self.assertEqual(sorted(every), [1, 2, 3, 4, 5, 6])
+        self.assertNotEqual(every[2][3], "-")
+        self.assertEqual(every[2][3], one(self.db, "SELECT to_char(revoked_at AT TIME ZONE 'UTC', "
+                                                   "'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"') FROM api_keys WHERE id = 2"))
+        self.assertEqual([every[i][3] for i in (1, 3, 4, 5, 6)], ["-"] * 5)
+        self.assertEqual(sorted(self.key_list("demo")), [1, 6])                             # not the * key
+        self.assertEqual(sorted(self.key_list("demo", "--all")), [1, 2, 6])
+        self.assertEqual(sorted(self.key_list("--all", "demo")), [1, 2, 6])
+        self.assertEqual(sorted(self.key_list("other-app")), [3, 4])
+        self.assertEqual(H.leakd_cli(self.db, "app", "create", "empty")[0], 0)
+        for key_id in ("7", "8"):                                                           # empty's keys
+            self.assertEqual(H.leakd_cli(self.db, "key", "revoke", key_id)[0], 0)
+        rc, out, err = H.leakd_cli(self.db, "key", "list", "empty")
+        self.assertEqual((rc, out), (0, 'No active keys of app "empty".\n'))
+        rc, out, err = H.leakd_cli(self.db, "key", "list", "nope")                          # unknown app
+        self.assertEqual((rc, out, err), (3, "", 'leakd: key list: no app "nope"\n'))
+        rc, out, err = H.leakd_cli(self.db, "key", "list", "demo", "other-app")
+        self.assertEqual(rc, 2)
+        self.assertTrue(err.startswith('leakd: key list: unexpected argument "other-app"\n'), err)
+        self.assertEqual(H.leakd_cli(self.db, "key", "list", "--bogus")[0], 2)
+        # never a secret (the part after the key's third "_"), nor a hash
+        secrets = [k.split("_", 3)[3] for k in printed]
+        hashes = [h for (h,) in rows(self.db, "SELECT encode(key_hash, 'hex') FROM api_keys")]
+        for args in ((), ("--all",), ("demo", "--all"), ("other-app",)):
+            out = H.leakd_cli(self.db, "key", "list", *args)[1]
+            self.assertIsNone(H.KEY_RE.search(out), args)
+            for secret in secrets + hashes:
+                self.assertNotIn(secret, out, args)
+                self.assertNotIn(secret[:8], out, args)
+
+    def test_revoking_a_revoked_key_says_since_when(self):
+        self.assertEqual(H.leakd_cli(self.db, "migrate")[0], 0)
+        H.create_app(self.db, "demo")
+        rc, out, err = H.leakd_cli(self.db, "key", "revoke", "1")
+        self.assertEqual((rc, out), (0, "Revoked key 1.\n"))
+        sql = "SELECT to_char(revoked_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"') FROM api_keys WHERE id = 1"
+        when = one(self.db, sql)
+        for _ in range(2):
+            rc, out, err = H.leakd_cli(self.db, "key", "revoke", "1")
+            self.assertEqual((rc, out, err), (0, "Key 1 was already revoked (at %s).\n" % when, ""))
+        self.assertEqual(one(self.db, sql), when)                                           # the first time kept
+        self.assertEqual(H.leakd_cli(self.db, "key", "revoke", "2")[1], "Revoked key 2.\n")
+
+
 # =============================================================================================
 class T02_Ingest(ServerCase):
     """Uploads: heap and traces, idempotence, signatures, every refusal of the wire protocol."""
