@@ -97,7 +97,8 @@ static int check_meta(ld_req *r) {
     }
     /* Required, as the wire protocol says: a report without them would still be grouped, and
      * its "" and build 0 would become the group's first version, taking the group out of
-     * what that release brought in (`new=true`). */
+     * what that release brought in (`new=true`). An install id is not: an app may choose not
+     * to send one, and its reports then count no device. */
     if (!m->app_version || m->app_version_len == 0 || m->app_version_len > 128) {
         fail(r, 400, "bad_meta", "meta.app_version must be a string of 1-128 bytes");
         return -1;
@@ -107,14 +108,14 @@ static int check_meta(ld_req *r) {
         return -1;
     }
     const char *install = m->install_id;
-    if (!install || m->install_id_len == 0 || m->install_id_len > 64) {
-        fail(r, 400, "bad_meta", "meta.device.install_id must be a string of 1-64 bytes");
+    if (install && m->install_id_len > 64) {
+        fail(r, 400, "bad_meta", "meta.device.install_id must be at most 64 bytes");
         return -1;
     }
     snprintf(in->report_id, sizeof in->report_id, "%s", id);
     snprintf(in->app_version, sizeof in->app_version, "%s", m->app_version);
     in->build = m->build;
-    snprintf(in->install_id, sizeof in->install_id, "%s", install);
+    snprintf(in->install_id, sizeof in->install_id, "%s", install ? install : "");
     snprintf(in->want, sizeof in->want, "%s", mode);
     if (!r->who.app_id) {
         /* An admin key of every app: which one is looked up at the end, off the event loop

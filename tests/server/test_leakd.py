@@ -817,10 +817,7 @@ class T02_Ingest(ServerCase):
         def without(*keys):
             d = H.make_meta("alpha", mode="traces")
             for k in keys:
-                if k == "install_id":
-                    del d["device"]["install_id"]
-                else:
-                    del d[k]
+                del d[k]
             return json.dumps(d).encode()
         J, Z = "application/json", "application/zstd"
         cases = [
@@ -836,12 +833,11 @@ class T02_Ingest(ServerCase):
             ("app_version too long", [("meta", J, m(version="v" * 129)), ("traces", J, body)], "bad_meta"),
             ("install_id too long", [("meta", J, m(install_id="i" * 65)), ("traces", J, body)], "bad_meta"),
             # required by the wire protocol: before, "" and build 0 were stored, and became the
-            # first version of every group the report touched
+            # first version of every group the report touched (an install id is optional:
+            # T03_Grouping.test_report_without_install_id_is_not_a_device)
             ("app_version missing", [("meta", J, without("app_version")), ("traces", J, body)], "bad_meta"),
             ("app_version empty", [("meta", J, m(version="")), ("traces", J, body)], "bad_meta"),
             ("build missing", [("meta", J, without("build")), ("traces", J, body)], "bad_meta"),
-            ("device missing", [("meta", J, without("device")), ("traces", J, body)], "bad_meta"),
-            ("install_id missing", [("meta", J, without("install_id")), ("traces", J, body)], "bad_meta"),
             ("build past 64 bits", [("meta", J, m().replace(b'"build": 10', b'"build": 99999999999999999999')),
                                     ("traces", J, body)], "bad_meta"),
             ("traces without a format", [("meta", J, m()), ("traces", J, b'{"leaks":[]}')], "bad_traces"),
@@ -860,7 +856,6 @@ class T02_Ingest(ServerCase):
         messages = {
             "app_version missing": "meta.app_version must be a string of 1-128 bytes",
             "build missing": "meta.build must be a non-negative integer",
-            "install_id missing": "meta.device.install_id must be a string of 1-64 bytes",
             "build past 64 bits": "meta: unreadable JSON at line 1, column 102: integer out of range",
             "traces without a format": "document: missing integer \"format\" (this reader knows format 1)",
         }
