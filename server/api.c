@@ -1,6 +1,7 @@
 /* api.c — the JSON API dashboards read: reports, leak groups (filters, sorting, cursor
  * pagination), one group with its representative trace, status changes, new leaks of a
- * version, health. Read keys see their app; admin keys see theirs, or every app, and may PATCH. */
+ * version, health; and the routing of every request (uploads go on to ingest.c). Read keys see
+ * their app; admin keys see theirs, or every app, and may PATCH. */
 #define _GNU_SOURCE
 #include <ctype.h>
 #include <stdio.h>
@@ -15,22 +16,78 @@
 
 #define TS(col) "to_char(" col " AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"')"
 
-static const char *arg(ld_req *r, const char *name) {
-    return MHD_lookup_connection_value(r->conn, MHD_GET_ARGUMENT_KIND, name);
+#define SEG_MAX 160 /* a path segment, decoded, with its NUL */
+
+static int hex_digit(char c) {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+    return -1;
 }
 
-/* Splits "/v1/apps/{app}/leaks/{sig}" into its segments; -1 when there are more than
- * `max`, or one is too long. A trailing slash is ignored. */
-static int split_path(const char *url, char seg[][160], int max) {
+/* Decodes the %XX of src[0, len) into dst (`cap` bytes, NUL included): its length, or -1 when
+ * it does not fit or would hold a NUL byte, which would cut it short and so name something
+ * else. A '%' without two hex digits stays as it is, as libmicrohttpd's own decoding leaves it. */
+static int unescape(const char *src, size_t len, char *dst, size_t cap) {
+    size_t j = 0;
+    if (cap == 0) return -1;
+    for (size_t i = 0; i < len; i++) {
+        int c = (unsigned char)src[i];
+        if (c == '%' && i + 2 < len && hex_digit(src[i + 1]) >= 0 && hex_digit(src[i + 2]) >= 0) {
+            c = hex_digit(src[i + 1]) * 16 + hex_digit(src[i + 2]);
+            i += 2;
+        }
+        if (c == 0 || j + 1 >= cap) return -1;
+        dst[j++] = (char)c;
+    }
+    dst[j] = 0;
+    return (int)j;
+}
+
+/* libmicrohttpd hands the query's arguments over undecoded (http.c keeps what the client
+ * sent, for the path's sake): they are decoded here, names included. */
+typedef struct {
+    const char *name;
+    char *buf;
+    size_t cap;
+    int found; /* 1, 0 (absent, or given without a value), or -1: did not fit or held a NUL */
+} arg_search;
+
+static enum MHD_Result match_arg(void *cls, enum MHD_ValueKind kind, const char *key, const char *value) {
+    (void)kind;
+    arg_search *a = cls;
+    char name[64];
+    /* the first argument of that name, compared as libmicrohttpd compares names */
+    if (!key || unescape(key, strlen(key), name, sizeof name) < 0 || strcasecmp(name, a->name) != 0) return MHD_YES;
+    if (value) a->found = unescape(value, strlen(value), a->buf, a->cap) < 0 ? -1 : 1;
+    return MHD_NO;
+}
+
+/* The query argument `name`, decoded into buf: *out is buf, or NULL when it is absent. -1, with
+ * a 400 prepared, when its value is over `cap` - 1 bytes or holds an escaped NUL. */
+static int arg(ld_req *r, const char *name, char *buf, size_t cap, const char **out) {
+    arg_search a = {name, buf, cap, 0};
+    MHD_get_connection_values(r->conn, MHD_GET_ARGUMENT_KIND, match_arg, &a);
+    *out = a.found == 1 ? buf : NULL;
+    if (a.found < 0) {
+        ld_respond_error(r, 400, "bad_request", "%s is over %zu bytes, or holds a %%00", name, cap - 1);
+        return -1;
+    }
+    return 0;
+}
+
+/* Splits "/v1/apps/{app}/leaks/{sig}" into its segments, then decodes each (so a %2F is a '/'
+ * inside its segment); -1 when there are more than `max`, or one is too long or holds a %00.
+ * A trailing slash is ignored. */
+static int split_path(const char *url, char seg[][SEG_MAX], int max) {
     int n = 0;
     const char *p = url;
     while (*p == '/') p++;
     while (*p) {
         const char *e = strchr(p, '/');
         size_t l = e ? (size_t)(e - p) : strlen(p);
-        if (n == max || l >= 160) return -1;
-        memcpy(seg[n], p, l);
-        seg[n++][l] = 0;
+        if (n == max || unescape(p, l, seg[n], SEG_MAX) < 0) return -1;
+        n++;
         p += l;
         while (*p == '/') p++;
     }
@@ -124,8 +181,14 @@ static int decode_cursor(const char *c, char *value, size_t vcap, char *id, size
 
 /* GET /v1/apps/{app}/leaks and /v1/apps/{app}/versions/{version}/leaks */
 static void list_groups(ld_req *r, ld_db *db, int64_t app_id, const char *version_path, int only_new) {
-    const char *status = arg(r, "status"), *kind = arg(r, "kind"), *version = version_path ? version_path : arg(r, "version");
-    const char *sort = arg(r, "sort"), *limit_s = arg(r, "limit"), *cursor = arg(r, "cursor");
+    /* Each buffer holds any valid value, and more: a longer one is refused, not cut to fit. */
+    char status_b[32], kind_b[32], version_b[1024], sort_b[32], limit_b[32], cursor_b[1024];
+    const char *status, *kind, *version = version_path, *sort, *limit_s, *cursor;
+    if (arg(r, "status", status_b, sizeof status_b, &status) || arg(r, "kind", kind_b, sizeof kind_b, &kind) ||
+        (!version_path && arg(r, "version", version_b, sizeof version_b, &version)) ||
+        arg(r, "sort", sort_b, sizeof sort_b, &sort) || arg(r, "limit", limit_b, sizeof limit_b, &limit_s) ||
+        arg(r, "cursor", cursor_b, sizeof cursor_b, &cursor))
+        return;
     if (status && strcmp(status, "open") && strcmp(status, "ignored") && strcmp(status, "fixed") && strcmp(status, "regressed")) {
         ld_respond_error(r, 400, "bad_request", "status must be open, ignored, fixed or regressed");
         return;
@@ -363,76 +426,155 @@ static int is_signature(const char *s) {
     return 1;
 }
 
+/* The API's paths, told apart by their segments alone: no key, no database. */
+typedef enum {
+    PATH_NONE,
+    PATH_HEALTHZ,
+    PATH_READYZ,
+    PATH_UPLOAD, /* the /v1 paths from here on */
+    PATH_REPORT,
+    PATH_LEAKS,
+    PATH_LEAK,
+    PATH_VERSION_LEAKS,
+} api_path;
+
+/* What each serves: a 405 names them in its Allow header (RFC 9110 §15.5.6). */
+static const char *const path_methods[] = {
+    [PATH_NONE] = "",        [PATH_HEALTHZ] = "GET, HEAD", [PATH_READYZ] = "GET, HEAD",
+    [PATH_UPLOAD] = "POST",  [PATH_REPORT] = "GET, HEAD",  [PATH_LEAKS] = "GET, HEAD",
+    [PATH_LEAK] = "GET, HEAD, PATCH", [PATH_VERSION_LEAKS] = "GET, HEAD",
+};
+
+static api_path resolve(char seg[][SEG_MAX], int n) {
+    if (n == 1 && strcmp(seg[0], "healthz") == 0) return PATH_HEALTHZ;
+    if (n == 1 && strcmp(seg[0], "readyz") == 0) return PATH_READYZ;
+    if (n < 2 || strcmp(seg[0], "v1") != 0) return PATH_NONE;
+    if (strcmp(seg[1], "reports") == 0) return n == 2 ? PATH_UPLOAD : n == 3 ? PATH_REPORT : PATH_NONE;
+    if (strcmp(seg[1], "apps") != 0) return PATH_NONE;
+    if (n == 4 && strcmp(seg[3], "leaks") == 0) return PATH_LEAKS;
+    if (n == 5 && strcmp(seg[3], "leaks") == 0) return PATH_LEAK;
+    if (n == 6 && strcmp(seg[3], "versions") == 0 && strcmp(seg[5], "leaks") == 0) return PATH_VERSION_LEAKS;
+    return PATH_NONE;
+}
+
+/* Whether `method` is in the ", "-separated list (method names are case-sensitive). */
+static int serves(const char *list, const char *method) {
+    size_t l = strlen(method);
+    for (const char *p = list; *p;) {
+        const char *comma = strchr(p, ',');
+        size_t n = comma ? (size_t)(comma - p) : strlen(p);
+        if (n == l && strncmp(p, method, l) == 0) return 1;
+        if (!comma) break;
+        for (p = comma + 1; *p == ' '; p++) {}
+    }
+    return 0;
+}
+
+/* A CORS preflight carries no key: it is answered on the /v1 paths, whatever the method it
+ * asks about, 204 for an allowed Origin (http.c adds its Access-Control-Allow-Origin). */
+static void preflight(ld_req *r) {
+    r->route = LD_ROUTE_OPTIONS;
+    ld_respond_empty(r, r->origin[0] ? 204 : 403);
+    if (r->origin[0]) {
+        MHD_add_response_header(r->resp, "Access-Control-Allow-Methods", "GET, PATCH, POST, OPTIONS");
+        MHD_add_response_header(r->resp, "Access-Control-Allow-Headers", "Authorization, Content-Type");
+        MHD_add_response_header(r->resp, "Access-Control-Max-Age", "600");
+    }
+}
+
+static void readyz(ld_req *r) {
+    r->route = LD_ROUTE_READYZ;
+    ld_db *db = ld_pool_get(r->srv->pool, 2000);
+    PGresult *res = NULL;
+    /* A probe wants its answer within seconds, not after LEAKD_DB_TIMEOUT (30 s): a
+     * database that does not answer SELECT 1 within 2 s is not ready. */
+    int was = ld_db_set_timeout(db, 2000);
+    ld_status st = db ? ld_db_exec(db, &res, "SELECT 1", 0, NULL) : LD_ERR_UNAVAILABLE;
+    ld_db_set_timeout(db, was);
+    PQclear(res);
+    ld_pool_put(r->srv->pool, db);
+    if (st == LD_OK) ld_respond_json(r, 200, json_pack("{s:s}", "status", "ready"));
+    else {
+        ld_respond_json(r, 503, json_pack("{s:{s:s,s:s}}", "error", "code", "unavailable", "message", "the database is unreachable"));
+        ld_respond_retry_after(r, 5);
+    }
+}
+
+/* GET /v1/reports/{id} */
+static void get_report(ld_req *r, const char *id) {
+    r->route = LD_ROUTE_REPORT;
+    if (!r->who.app_id) {
+        /* A report id is unique only within its app, and this path names no app. */
+        ld_respond_error(r, 400, "bad_request", "use a key of the report's app to read it");
+        return;
+    }
+    ld_db *db = ld_req_db(r, 5000, 5);
+    if (!db) return;
+    json_t *obj = NULL;
+    ld_status st = ld_report_get(db, r->who.app_id, id, &obj);
+    ld_pool_put(r->srv->pool, db);
+    if (st == LD_OK) ld_respond_json(r, 200, obj);
+    else if (st == LD_ERR_NOT_FOUND || st == LD_ERR_INVALID) ld_respond_error(r, 404, "not_found", "no report %s in this app", id);
+    else db_error(r, st, "reading the report");
+}
+
+/* Runs again from the top after a wait for the key cache, and on a task thread for the
+ * database: every step before those is cheap and repeatable. */
 void ld_api_dispatch(ld_req *r) {
-    char seg[6][160];
+    char seg[6][SEG_MAX];
     int n = split_path(r->url, seg, 6);
-    int get = strcmp(r->method, "GET") == 0 || strcmp(r->method, "HEAD") == 0;
-    if (n == 1 && strcmp(seg[0], "healthz") == 0 && get) {
+    api_path path = n < 0 ? PATH_NONE : resolve(seg, n);
+    /* Path, then method, then key: the first two are public (docs/api.md), so answering them
+     * without a key tells nothing; whether an app, a report or a group exists is answered
+     * only after the key. */
+    if (path == PATH_NONE) {
+        ld_respond_error(r, 404, "not_found", "no such endpoint: %s", r->url);
+        return;
+    }
+    if (path >= PATH_UPLOAD && strcmp(r->method, "OPTIONS") == 0) {
+        preflight(r);
+        return;
+    }
+    if (!serves(path_methods[path], r->method)) {
+        ld_respond_error(r, 405, "method_not_allowed", "%s is not allowed on this path, which allows %s", r->method,
+                         path_methods[path]);
+        MHD_add_response_header(r->resp, "Allow", path_methods[path]);
+        return;
+    }
+    if (path == PATH_HEALTHZ) {
         r->route = LD_ROUTE_HEALTHZ;
         ld_respond_json(r, 200, json_pack("{s:s}", "status", "ok"));
         return;
     }
-    if (n == 1 && strcmp(seg[0], "readyz") == 0 && get) {
-        if (ld_req_off_loop(r, ld_api_dispatch)) return;
-        r->route = LD_ROUTE_READYZ;
-        ld_db *db = ld_pool_get(r->srv->pool, 2000);
-        PGresult *res = NULL;
-        /* A probe wants its answer within seconds, not after LEAKD_DB_TIMEOUT (30 s): a
-         * database that does not answer SELECT 1 within 2 s is not ready. */
-        int was = ld_db_set_timeout(db, 2000);
-        ld_status st = db ? ld_db_exec(db, &res, "SELECT 1", 0, NULL) : LD_ERR_UNAVAILABLE;
-        ld_db_set_timeout(db, was);
-        PQclear(res);
-        ld_pool_put(r->srv->pool, db);
-        if (st == LD_OK) ld_respond_json(r, 200, json_pack("{s:s}", "status", "ready"));
-        else {
-            ld_respond_json(r, 503, json_pack("{s:{s:s,s:s}}", "error", "code", "unavailable", "message", "the database is unreachable"));
-            ld_respond_retry_after(r, 5);
-        }
+    if (path == PATH_READYZ) {
+        if (!ld_req_off_loop(r, ld_api_dispatch)) readyz(r);
         return;
     }
-    if (n < 2 || strcmp(seg[0], "v1") != 0) {
-        ld_respond_error(r, 404, "not_found", "no such endpoint: %s", r->url);
+    if (path == PATH_UPLOAD) {
+        /* it authenticates, and waits for the key cache, by itself */
+        r->route = LD_ROUTE_UPLOAD;
+        ld_ingest_begin(r);
         return;
     }
     int patch = strcmp(r->method, "PATCH") == 0;
-    if (!get && !patch) {
-        ld_respond_error(r, 405, "method_not_allowed", "%s is not allowed here", r->method);
-        return;
-    }
     /* On an event thread, a key not cached suspends the request until the keys are reloaded,
      * then it starts again here. */
     if (ld_req_auth(r, ld_api_dispatch) != 0) return;
     /* The rest asks PostgreSQL. */
     if (ld_req_off_loop(r, ld_api_dispatch)) return;
-    /* GET /v1/reports/{id} */
-    if (n == 3 && strcmp(seg[1], "reports") == 0 && get) {
-        r->route = LD_ROUTE_REPORT;
-        if (!r->who.app_id) {
-            /* A report id is unique only within its app, and this path names no app. */
-            ld_respond_error(r, 400, "bad_request", "use a key of the report's app to read it");
-            return;
-        }
-        ld_db *db = ld_req_db(r, 5000, 5);
-        if (!db) return;
-        json_t *obj = NULL;
-        ld_status st = ld_report_get(db, r->who.app_id, seg[2], &obj);
-        ld_pool_put(r->srv->pool, db);
-        if (st == LD_OK) ld_respond_json(r, 200, obj);
-        else if (st == LD_ERR_NOT_FOUND || st == LD_ERR_INVALID) ld_respond_error(r, 404, "not_found", "no report %s in this app", seg[2]);
-        else db_error(r, st, "reading the report");
+    if (path == PATH_REPORT) {
+        get_report(r, seg[2]);
         return;
     }
-    if (n < 4 || strcmp(seg[1], "apps") != 0) {
-        ld_respond_error(r, 404, "not_found", "no such endpoint: %s", r->url);
+    /* The advice names the kind of key that would do (docs/api.md, Keys): an ingest key may
+     * read its app's reports, not its leak groups. */
+    if (patch && r->who.kind != LD_KEY_ADMIN) {
+        ld_respond_error(r, 403, "forbidden", "changing a leak's status needs an admin key");
         return;
     }
     if (r->who.kind == LD_KEY_INGEST) {
-        ld_respond_error(r, 403, "forbidden", "an ingest key can only upload; use a read key");
-        return;
-    }
-    if (patch && r->who.kind != LD_KEY_ADMIN) {
-        ld_respond_error(r, 403, "forbidden", "changing a leak's status needs an admin key");
+        ld_respond_error(r, 403, "forbidden",
+                         "reading leak groups needs a read or admin key (an ingest key uploads reports and reads them)");
         return;
     }
     ld_db *db = ld_req_db(r, 5000, 5);
@@ -442,12 +584,14 @@ void ld_api_dispatch(ld_req *r) {
         ld_pool_put(r->srv->pool, db);
         return;
     }
-    if (n == 4 && strcmp(seg[3], "leaks") == 0 && get) {
+    if (path == PATH_LEAKS) {
         r->route = LD_ROUTE_LEAKS;
         list_groups(r, db, app_id, NULL, 0);
-    } else if (n == 5 && strcmp(seg[3], "leaks") == 0 && is_signature(seg[4])) {
-        r->route = get ? LD_ROUTE_LEAK : LD_ROUTE_LEAK_PATCH;
-        if (get) get_group(r, db, app_id, seg[4]);
+    } else if (path == PATH_LEAK && !is_signature(seg[4])) {
+        ld_respond_error(r, 400, "bad_request", "a signature is 40 lower-case hex digits");
+    } else if (path == PATH_LEAK) {
+        r->route = patch ? LD_ROUTE_LEAK_PATCH : LD_ROUTE_LEAK;
+        if (!patch) get_group(r, db, app_id, seg[4]);
         else {
             patch_state *ps = calloc(1, sizeof *ps);
             if (!ps) ld_respond_error(r, 503, "unavailable", "out of memory");
@@ -458,18 +602,17 @@ void ld_api_dispatch(ld_req *r) {
                 r->body = &patch_body;
             }
         }
-    } else if (n == 6 && strcmp(seg[3], "versions") == 0 && strcmp(seg[5], "leaks") == 0 && get) {
-        r->route = LD_ROUTE_VERSION_LEAKS;
-        const char *nw = arg(r, "new");
-        int only_new = nw && (strcmp(nw, "true") == 0 || strcmp(nw, "1") == 0);
-        if (nw && !only_new && strcmp(nw, "false") != 0 && strcmp(nw, "0") != 0)
-            ld_respond_error(r, 400, "bad_request", "new must be true, 1, false or 0");
-        else
-            list_groups(r, db, app_id, seg[4], only_new);
-    } else if (n == 5 && strcmp(seg[3], "leaks") == 0) {
-        ld_respond_error(r, 400, "bad_request", "a signature is 40 lower-case hex digits");
     } else {
-        ld_respond_error(r, 404, "not_found", "no such endpoint: %s", r->url);
+        r->route = LD_ROUTE_VERSION_LEAKS;
+        char nw_b[32];
+        const char *nw;
+        if (arg(r, "new", nw_b, sizeof nw_b, &nw) == 0) {
+            int only_new = nw && (strcmp(nw, "true") == 0 || strcmp(nw, "1") == 0);
+            if (nw && !only_new && strcmp(nw, "false") != 0 && strcmp(nw, "0") != 0)
+                ld_respond_error(r, 400, "bad_request", "new must be true, 1, false or 0");
+            else
+                list_groups(r, db, app_id, seg[4], only_new);
+        }
     }
     ld_pool_put(r->srv->pool, db);
 }

@@ -133,9 +133,10 @@ ld_auth_result ld_auth_check(ld_auth *a, const char *authorization, int may_wait
     if (!authorization || strncasecmp(authorization, "Bearer ", 7) != 0) return LD_AUTH_MISSING;
     const char *key = authorization + 7;
     while (*key == ' ') key++;
+    if (!*key) return LD_AUTH_MISSING;
     char kind[16];
     int64_t id;
-    if (strlen(key) > 200 || ld_key_parse(key, kind, &id) != 0) return LD_AUTH_MISSING;
+    if (strlen(key) > 200 || ld_key_parse(key, kind, &id) != 0) return LD_AUTH_MALFORMED;
     uint8_t hash[32];
     ld_sha256(key, strlen(key), hash);
     if (lookup(a, hash, who)) return LD_AUTH_OK;

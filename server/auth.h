@@ -19,10 +19,11 @@ typedef struct ld_principal {
 
 typedef enum {
     LD_AUTH_OK = 0,
-    LD_AUTH_MISSING = 1,     /* no or malformed Authorization header: 401 */
+    LD_AUTH_MISSING = 1,     /* no Authorization header, another scheme, or "Bearer" alone: 401 */
     LD_AUTH_UNKNOWN = 2,     /* a well-formed key nobody has (or revoked): 401 */
     LD_AUTH_UNAVAILABLE = 3, /* the key is not cached and PostgreSQL cannot be asked: 503 */
     LD_AUTH_WOULD_WAIT = 4,  /* not cached, and the caller may not wait for a reload */
+    LD_AUTH_MALFORMED = 5,   /* a Bearer token that is not a Leakwatch key: 401 */
 } ld_auth_result;
 
 typedef struct ld_auth ld_auth;

@@ -370,13 +370,20 @@ int ld_req_auth(ld_req *r, void (*again)(ld_req *r)) {
         if (start && ld_task_pool_run(r->srv->tasks, &keywait.task) != 0) keywait_run(&keywait.task);
         return 1;
     }
+    /* RFC 6750 §3: a 401 challenges for a Bearer token, and says when the one given is bad. */
     switch (res) {
     case LD_AUTH_OK: return 0;
     case LD_AUTH_MISSING:
-        ld_respond_error(r, 401, "unauthorized", "an Authorization: Bearer <key> header with a Leakwatch key is required");
+        ld_respond_error(r, 401, "unauthorized", "an Authorization: Bearer <key> header is required");
+        MHD_add_response_header(r->resp, "WWW-Authenticate", "Bearer realm=\"leakd\"");
+        break;
+    case LD_AUTH_MALFORMED:
+        ld_respond_error(r, 401, "unauthorized", "the key is not valid: a Leakwatch key is lw_<kind>_<id>_<secret>");
+        MHD_add_response_header(r->resp, "WWW-Authenticate", "Bearer realm=\"leakd\", error=\"invalid_token\"");
         break;
     case LD_AUTH_UNKNOWN:
-        ld_respond_error(r, 401, "unauthorized", "unknown or revoked key");
+        ld_respond_error(r, 401, "unauthorized", "the key is not valid: unknown or revoked key");
+        MHD_add_response_header(r->resp, "WWW-Authenticate", "Bearer realm=\"leakd\", error=\"invalid_token\"");
         break;
     case LD_AUTH_UNAVAILABLE:
     case LD_AUTH_WOULD_WAIT:
@@ -414,8 +421,12 @@ static enum MHD_Result queue(ld_req *r) {
     if (!r->resp) ld_respond_error(r, 500, "internal", "no response was prepared");
     if (r->origin[0]) {
         MHD_add_response_header(r->resp, "Access-Control-Allow-Origin", r->origin);
-        MHD_add_response_header(r->resp, "Vary", "Origin");
+        /* not CORS-safelisted, so a browser hides them from the page unless named */
+        MHD_add_response_header(r->resp, "Access-Control-Expose-Headers", "Retry-After, X-Request-Id");
     }
+    /* With CORS on, every answer depends on the Origin (echoed back, "*" included, or left out):
+     * a shared cache must key on it, or it would give one origin's answer to another. */
+    if (r->srv->cfg.cors_origins[0]) MHD_add_response_header(r->resp, "Vary", "Origin");
     MHD_add_response_header(r->resp, "X-Request-Id", r->id);
     ld_metrics_request(&r->srv->metrics, r->route, r->status, mono() - r->started);
     if (r->status / 100 == 4 && r->route == LD_ROUTE_UPLOAD) atomic_fetch_add(&r->srv->metrics.reports_refused, 1);
@@ -425,29 +436,22 @@ static enum MHD_Result queue(ld_req *r) {
     return ok;
 }
 
+/* api.c resolves the path, then the method (a CORS preflight among them), and hands an upload
+ * to ingest.c. */
 static void route(ld_req *r) {
     r->route = LD_ROUTE_OTHER;
-    if (strcmp(r->method, "OPTIONS") == 0) {
-        r->route = LD_ROUTE_OPTIONS;
-        ld_respond_empty(r, r->origin[0] ? 204 : 403);
-        if (r->origin[0]) {
-            MHD_add_response_header(r->resp, "Access-Control-Allow-Methods", "GET, PATCH, POST, OPTIONS");
-            MHD_add_response_header(r->resp, "Access-Control-Allow-Headers", "Authorization, Content-Type");
-            MHD_add_response_header(r->resp, "Access-Control-Max-Age", "600");
-        }
-        return;
-    }
-    if (strcmp(r->url, "/v1/reports") == 0) {
-        r->route = LD_ROUTE_UPLOAD;
-        if (strcmp(r->method, "POST") != 0) {
-            ld_respond_error(r, 405, "method_not_allowed", "use POST to upload a report");
-            MHD_add_response_header(r->resp, "Allow", "POST");
-            return;
-        }
-        ld_ingest_begin(r);
-        return;
-    }
     ld_api_dispatch(r);
+}
+
+/* libmicrohttpd decodes the path's %XX before leakd sees it, so a "%2F" inside a segment (a
+ * version "2.0/rc1") became a '/' that split it. The path is kept as sent, and api.c decodes
+ * each segment once split. libmicrohttpd calls this for the query's names and values too (after
+ * turning '+' into ' '): api.c decodes those as it reads them. The request's log line shows the
+ * path as sent. */
+static size_t keep_escaped(void *cls, struct MHD_Connection *conn, char *s) {
+    (void)cls;
+    (void)conn;
+    return strlen(s);
 }
 
 /* libmicrohttpd's own messages, such as a request it refuses before leakd sees it (a malformed
@@ -880,6 +884,7 @@ int ld_http_start(ld_server *s, char *err, size_t cap) {
              * report, and heap uploads, bounded by the disk, were no faster for the larger reads. */
             MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)(32 * 1024),
             MHD_OPTION_NOTIFY_CONNECTION, on_connection, (void *)(intptr_t)n_api_daemons,
+            MHD_OPTION_UNESCAPE_CALLBACK, keep_escaped, (void *)NULL,
             MHD_OPTION_NOTIFY_COMPLETED, on_completed, s, cert ? MHD_OPTION_HTTPS_MEM_CERT : MHD_OPTION_END, cert,
             MHD_OPTION_HTTPS_MEM_KEY, key, MHD_OPTION_END);
         if (!d) break;

@@ -1461,6 +1461,169 @@ class T04_Api(ServerCase):
         self.assertEqual(r.header("Allow"), "POST")
         self.assertError(self.http.request("DELETE", "/v1/apps/apiapp/leaks", key=self.admin), 405, "method_not_allowed")
 
+    # ---- methods and paths (audit finding 5) --------------------------------------------------
+    def test_known_path_with_another_method_is_405_with_allow(self):
+        sig = self.sigs[0]
+        cases = [("PATCH", "/v1/apps/apiapp/leaks", self.admin, "GET, HEAD"),
+                 ("POST", "/v1/apps/apiapp/leaks", self.admin, "GET, HEAD"),
+                 ("PATCH", "/v1/apps/apiapp/versions/1.0/leaks", self.admin, "GET, HEAD"),
+                 ("PATCH", "/v1/reports/" + str(uuid.uuid4()), self.a.read, "GET, HEAD"),
+                 ("DELETE", "/v1/apps/apiapp/leaks/" + sig, self.admin, "GET, HEAD, PATCH"),
+                 ("PUT", "/v1/apps/apiapp/leaks/" + sig, self.admin, "GET, HEAD, PATCH"),
+                 ("GET", "/v1/reports", self.a.ingest, "POST"),
+                 ("POST", "/healthz", None, "GET, HEAD"),
+                 ("POST", "/readyz", None, "GET, HEAD"),
+                 # the method is judged from the path alone, before the key
+                 ("DELETE", "/v1/reports/" + str(uuid.uuid4()), None, "GET, HEAD"),
+                 ("PATCH", "/v1/apps/apiapp/leaks", None, "GET, HEAD")]
+        for method, path, key, allow in cases:
+            with self.subTest("%s %s" % (method, path)):
+                body = b'{"status": "fixed"}' if method in ("PATCH", "POST", "PUT") else None
+                r = self.http.request(method, path, key=key, body=body)
+                self.assertError(r, 405, "method_not_allowed")
+                self.assertEqual(r.header("Allow"), allow)
+                self.assertIn(allow, r.json["error"]["message"])
+                self.assertIn(method, r.json["error"]["message"])
+        # unchanged: the methods a path serves
+        self.assertEqual(self.http.request("HEAD", "/healthz", check=False).status, 200)
+        self.assertEqual(self.http.request("HEAD", "/v1/apps/apiapp/leaks", key=self.a.read, check=False).status, 200)
+
+    def test_unknown_path_is_404_whatever_the_method_and_key(self):
+        for method in ("GET", "POST", "DELETE", "PATCH", "PUT"):
+            for path in ("/v1/nope", "/v1/apps/apiapp/other", "/v1/reports/x/y", "/nope", "/v1"):
+                for key in (self.admin, None):
+                    with self.subTest("%s %s %s" % (method, path, "key" if key else "no key")):
+                        r = self.http.request(method, path, key=key, body=b"{}" if method != "GET" else None)
+                        self.assertError(r, 404, "not_found")
+                        self.assertIsNone(r.header("Allow"))
+        # whether an app exists is told only to a key that may know it
+        self.assertError(self.http.get("/v1/apps/nosuchapp/leaks"), 401, "unauthorized")
+        self.assertError(self.http.get("/v1/apps/nosuchapp/leaks", key=self.a.read), 403, "forbidden")
+        self.assertError(self.http.get("/v1/apps/nosuchapp/leaks", key=self.admin), 404, "not_found")
+
+    # ---- a version with a "/" (audit finding 12) ----------------------------------------------
+    def test_version_with_a_slash_on_the_versions_path(self):
+        app = self.new_app()
+        doc = H.traces_doc(H.synthetic_leak("com.example.SlashHolder", "com.example.SlashScreen"))
+        sig = doc["leaks"][0]["signature"]
+        other = H.traces_doc(H.synthetic_leak("com.example.PlainHolder", "com.example.PlainScreen"))
+        self.assertEqual(self.upload_traces(app, doc, version="2.0/rc1", build=21)[1].status, 202)
+        self.assertEqual(self.upload_traces(app, other, version="2.0", build=20)[1].status, 202)
+        self.assertEqual(self.upload_traces(app, doc, version="1.0 beta+1%", build=5)[1].status, 202)
+        base = "/v1/apps/%s/versions/" % app.slug
+        for q in ("", "?new=true", "?new=true&kind=application&sort=occurrences"):
+            with self.subTest(q):
+                r = self.http.get(base + "2.0%2Frc1/leaks" + q, key=app.read)
+                self.assertEqual(r.status, 200, r)
+                self.assertEqual([g["signature"] for g in r.json["leaks"]], [] if "new" in q else [sig])
+        self.assertEqual([g["signature"] for g in self.http.get(base + "2.0%2frc1/leaks", key=app.read).json["leaks"]],
+                         [sig])
+        self.assertEqual([g["signature"] for g in self.http.get(base + "2.0/leaks", key=app.read).json["leaks"]],
+                         [other["leaks"][0]["signature"]])
+        # first seen in "1.0 beta+1%" (build 5): its new leaks, the "+" and "%" escaped
+        r = self.http.get(base + "1.0%20beta%2B1%25/leaks?new=true", key=app.read)
+        self.assertEqual([g["signature"] for g in r.json["leaks"]], [sig])
+        self.assertEqual(r.json["leaks"][0]["first_version"], "1.0 beta+1%")
+        # the unescaped "/" still splits the path: not an endpoint
+        self.assertError(self.http.get(base + "2.0/rc1/leaks", key=app.read), 404, "not_found")
+        # the query's arguments are decoded as before ("+" is a space there)
+        self.assertEqual([g["signature"] for g in self.lst("?version=2.0%2Frc1", app=app.slug, key=app.read)["leaks"]],
+                         [sig])
+        self.assertEqual([g["signature"] for g in self.lst("?version=1.0+beta%2B1%25", app=app.slug, key=app.read)["leaks"]],
+                         [sig])
+        self.assertEqual(self.lst("?st%61tus=open&limit=1", app=app.slug, key=app.read)["next_cursor"] is not None, True)
+        self.assertError(self.http.get("/v1/apps/%s/leaks?status=cl%%6Fsed" % app.slug, key=app.read), 400, "bad_request")
+        # an escaped app segment is decoded too; a NUL byte never names anything
+        # (not checked against openapi.yaml, whose templates read "le%61ks" as another path)
+        self.assertEqual(self.http.get("/v1/apps/%s/le%%61ks" % app.slug, key=app.read, check=False).status, 200)
+        self.assertError(self.http.get("/v1/apps/%s%%00x/leaks" % app.slug, key=app.read), 404, "not_found")
+
+    # ---- CORS (audit finding 8) ---------------------------------------------------------------
+    def test_cors_exposes_headers_and_varies_on_origin(self):
+        dash = "https://dash.example.com"
+        for origins in ("%s, https://b.example.com" % dash, "*"):
+            with self.subTest(origins):
+                srv = H.Leakd(self.db, workers=1, cors_origins=origins)
+                self.addCleanup(srv.cleanup)
+                srv.start()
+                http_ = H.Client(srv.port, API)
+                H.wait_for(lambda: http_.get("/v1/apps/apiapp/leaks?limit=1", key=self.a.read).status == 200, 5,
+                           interval=0.2, what="the key to be known")
+                for path, key, status in (("/v1/apps/apiapp/leaks?limit=1", self.a.read, 200),
+                                          ("/v1/apps/apiapp/leaks", None, 401), ("/healthz", None, 200)):
+                    r = http_.get(path, key=key, headers={"Origin": dash})
+                    self.assertEqual(r.status, status, r)
+                    self.assertEqual(r.header("Access-Control-Allow-Origin"), dash)
+                    self.assertEqual(r.header("Access-Control-Expose-Headers"), "Retry-After, X-Request-Id")
+                    self.assertEqual(r.header("Vary"), "Origin")
+                # another origin (not allowed unless *), and no Origin at all: the answer still
+                # depends on the Origin, so a shared cache must key on it
+                r = http_.get("/v1/apps/apiapp/leaks?limit=1", key=self.a.read, headers={"Origin": "https://evil.example"})
+                self.assertEqual(r.header("Vary"), "Origin")
+                if origins == "*":
+                    self.assertEqual(r.header("Access-Control-Allow-Origin"), "https://evil.example")
+                else:
+                    self.assertIsNone(r.header("Access-Control-Allow-Origin"))
+                    self.assertIsNone(r.header("Access-Control-Expose-Headers"))
+                r = http_.get("/v1/apps/apiapp/leaks?limit=1", key=self.a.read)
+                self.assertEqual((r.status, r.header("Vary")), (200, "Origin"))
+                self.assertIsNone(r.header("Access-Control-Allow-Origin"))
+                # a preflight: 204 on an endpoint, 404 on a path that is none
+                pre = {"Origin": dash, "Access-Control-Request-Method": "GET"}
+                r = http_.request("OPTIONS", "/v1/apps/apiapp/versions/1.0/leaks", headers=pre)
+                self.assertEqual((r.status, r.body, r.header("Vary")), (204, b"", "Origin"))
+                self.assertEqual(r.header("Access-Control-Allow-Origin"), dash)
+                self.assertError(http_.request("OPTIONS", "/no/such/path", headers=pre), 404, "not_found")
+                self.assertError(http_.request("OPTIONS", "/v1/apps/apiapp/nope", headers=pre), 404, "not_found")
+        # without LEAKD_CORS_ORIGINS nothing depends on the Origin
+        r = self.http.get("/v1/apps/apiapp/leaks?limit=1", key=self.a.read, headers={"Origin": dash})
+        self.assertEqual(r.status, 200)
+        for h in ("Vary", "Access-Control-Allow-Origin", "Access-Control-Expose-Headers"):
+            self.assertIsNone(r.header(h), h)
+
+    # ---- 401 and 403 (audit finding 11) -------------------------------------------------------
+    def test_401_challenge_and_auth_messages(self):
+        path = "/v1/apps/apiapp/leaks"
+        missing = "an Authorization: Bearer <key> header is required"
+        body, ctype = H.multipart(H.make_meta("apiapp", mode="traces"), b"{}", "traces", "application/json")
+
+        def upload(auth):
+            return self.http.request("POST", "/v1/reports", body=body,
+                                     headers=dict({"Content-Type": ctype}, **({"Authorization": auth} if auth else {})))
+        wrong = self.a.read[:-1] + ("B" if self.a.read.endswith("A") else "A")
+        for name, auth in (("no header", None), ("another scheme", "Basic YWxhZGRpbjpvcGVuc2VzYW1l"),
+                           ("an empty key", "Bearer ")):
+            with self.subTest(name):
+                for r in (self.http.get(path, headers={"Authorization": auth} if auth else None), upload(auth)):
+                    self.assertError(r, 401, "unauthorized")
+                    self.assertEqual(r.json["error"]["message"], missing)
+                    self.assertEqual(r.header("WWW-Authenticate"), 'Bearer realm="leakd"')
+        for name, key in (("not a Leakwatch key", "garbage"), ("a short secret", "lw_read_2_wrong"),
+                          ("unknown", "lw_read_999999_" + "A" * 32), ("wrong secret", wrong)):
+            with self.subTest(name):
+                for r in (self.http.get(path, key=key), upload("Bearer " + key)):
+                    self.assertError(r, 401, "unauthorized")
+                    msg = r.json["error"]["message"]
+                    self.assertIn("not valid", msg)
+                    self.assertNotIn("required", msg)
+                    self.assertEqual(r.header("WWW-Authenticate"), 'Bearer realm="leakd", error="invalid_token"')
+        # 403: the advice names the key that would do
+        sig_path = "/v1/apps/apiapp/leaks/" + self.sigs[0]
+        for key in (self.a.ingest, self.a.read):
+            r = self.http.patch(sig_path, key, {"status": "fixed"})
+            self.assertError(r, 403, "forbidden")
+            self.assertIn("needs an admin key", r.json["error"]["message"])
+            self.assertNotIn("read key", r.json["error"]["message"])
+        for p in (path, sig_path, "/v1/apps/apiapp/versions/1.0/leaks"):
+            r = self.http.get(p, key=self.a.ingest)
+            self.assertError(r, 403, "forbidden")
+            self.assertIn("a read or admin key", r.json["error"]["message"])
+        # an ingest key still reads its app's reports (docs/api.md, Keys); alpha's, as apiapp's
+        # groups are counted by the other tests
+        meta, r = self.upload_traces(self.app, H.traces_doc(H.synthetic_leak("a.Ing", "a.Screen")))
+        self.assertEqual(r.status, 202, r)
+        self.assertEqual(self.http.get("/v1/reports/" + meta["report_id"], key=self.app.ingest).status, 200)
+
 
 # =============================================================================================
 class T05_QuotaAndSlowDrip(ServerCase):
