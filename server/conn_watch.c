@@ -3,8 +3,10 @@
 
 #include "conn_watch.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <netinet/in.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -23,6 +25,7 @@ struct ld_conn_mark {
     atomic_int linger;       /* answered with its body unread: closed through the lingerer */
     atomic_int busy;         /* a request's headers are in; its answer is not done */
     atomic_llong since_ms;   /* when the connection last began to owe a request */
+    atomic_int answered;     /* had a request answered: it owes its next one (kept alive) */
 };
 
 struct ld_conn_watch {
@@ -35,7 +38,17 @@ struct ld_conn_watch {
     ld_linger *linger;
     int stopping;
     pthread_t thread;
+    /* The log of the connections it ends, at most a line a second (slowloris: thousands). */
+    long long logged_ms;          /* when the last line was written; 0: never */
+    unsigned long long unlogged;  /* ended since then, and not named in a line */
 };
+
+/* What the sweep ended, for the log. */
+typedef struct {
+    unsigned n;                  /* that never sent a whole request */
+    unsigned idle;               /* kept alive after an answer, and sent no next request */
+    char peer[INET6_ADDRSTRLEN]; /* the first of the n's address; "" when unknown */
+} swept;
 
 static long long now_ms(void) {
     struct timespec t;
@@ -77,16 +90,61 @@ static void free_all(ld_conn_watch *w, ld_conn_mark **head) {
     }
 }
 
-/* Shuts down what owes a request past the timeout (locked); how many. */
-static unsigned sweep(ld_conn_watch *w, ld_conn_mark *head, long long now) {
-    unsigned n = 0;
+/* The numeric address of the peer of `fd` into buf ("" when it is not known). */
+static void peer_address(int fd, char *buf, size_t cap) {
+    struct sockaddr_storage sa;
+    socklen_t len = sizeof sa;
+    buf[0] = '\0';
+    if (getpeername(fd, (struct sockaddr *)&sa, &len) != 0) return;
+    const void *a = sa.ss_family == AF_INET    ? (const void *)&((struct sockaddr_in *)&sa)->sin_addr
+                    : sa.ss_family == AF_INET6 ? (const void *)&((struct sockaddr_in6 *)&sa)->sin6_addr
+                                               : NULL;
+    if (!a || !inet_ntop(sa.ss_family, a, buf, (socklen_t)cap)) buf[0] = '\0';
+}
+
+/* Shuts down what owes a request past the timeout (locked), adding to *out. */
+static void sweep(ld_conn_watch *w, ld_conn_mark *head, long long now, swept *out) {
     for (ld_conn_mark *m = head; m; m = m->next) {
         if (m->shut || atomic_load(&m->busy) || now - atomic_load(&m->since_ms) < w->timeout_ms) continue;
+        if (atomic_load(&m->answered)) {
+            out->idle++; /* an idle keep-alive connection: routine, not worth an info line */
+        } else {
+            if (out->n == 0) peer_address(m->own, out->peer, sizeof out->peer); /* before: a shut one has none */
+            out->n++;
+        }
         shutdown(m->own, SHUT_RDWR);
         m->shut = 1;
-        n++;
     }
-    return n;
+}
+
+/* Logs how many were ended and not yet logged (the watch's thread, or once it stopped). */
+static void log_unlogged(ld_conn_watch *w) {
+    if (!w->unlogged) return;
+    ld_info("closed %llu more connection(s) whose request headers were not complete within LEAKD_HEADER_TIMEOUT (%g s); "
+            "not logged one by one",
+            w->unlogged, (double)w->timeout_ms / 1e3);
+    w->unlogged = 0;
+}
+
+/* Logs what a sweep ended: libmicrohttpd's own line about it ("detected connection closure")
+ * reads as if the client closed. A line names one connection; the others ended within the same
+ * second are counted in the next line, so a slowloris attack cannot flood the log. */
+static void log_swept(ld_conn_watch *w, const swept *s, long long now) {
+    w->unlogged += s->n;
+    if (!w->unlogged || (w->logged_ms && now - w->logged_ms < 1000)) return;
+    if (s->n) {
+        unsigned long long more = w->unlogged - 1;
+        char also[96] = "";
+        if (more)
+            snprintf(also, sizeof also, "; and %llu more for the same reason, not logged one by one", more);
+        ld_info("closed a connection from %s: its request headers were not complete within LEAKD_HEADER_TIMEOUT (%g s) "
+                "of its accept%s",
+                s->peer[0] ? s->peer : "an unknown address", (double)w->timeout_ms / 1e3, also);
+        w->unlogged = 0;
+    } else {
+        log_unlogged(w);
+    }
+    w->logged_ms = now;
 }
 
 static void *watch_main(void *arg) {
@@ -106,11 +164,17 @@ static void *watch_main(void *arg) {
         if (w->stopping) break;
         if (!w->timeout_ms) continue;
         long long now = now_ms();
-        unsigned n = sweep(w, w->live, now) + sweep(w, w->pending, now);
-        if (n && w->closed) atomic_fetch_add(w->closed, n);
-        if (n)
-            ld_debug("closed %u connection(s) that sent no whole request within %.1f s (LEAKD_HEADER_TIMEOUT)", n,
+        swept s = {0, 0, ""};
+        sweep(w, w->live, now, &s);
+        sweep(w, w->pending, now, &s);
+        if (s.n + s.idle && w->closed) atomic_fetch_add(w->closed, s.n + s.idle);
+        /* unlocked: a log that is slow to write must not hold up the accepting thread */
+        pthread_mutex_unlock(&w->mu);
+        log_swept(w, &s, now);
+        if (s.idle)
+            ld_debug("closed %u idle kept-alive connection(s) after LEAKD_HEADER_TIMEOUT (%g s)", s.idle,
                      (double)w->timeout_ms / 1e3);
+        pthread_mutex_lock(&w->mu);
     }
     pthread_mutex_unlock(&w->mu);
     return NULL;
@@ -147,6 +211,7 @@ void ld_conn_watch_stop(ld_conn_watch *w) {
     pthread_cond_signal(&w->wake);
     pthread_mutex_unlock(&w->mu);
     pthread_join(w->thread, NULL);
+    log_unlogged(w);
     free_all(w, &w->pending);
     free_all(w, &w->live);
     pthread_cond_destroy(&w->wake);
@@ -206,7 +271,10 @@ void ld_conn_watch_closed(ld_conn_watch *w, ld_conn_mark *m) {
 
 void ld_conn_mark_busy(ld_conn_mark *m, int busy) {
     if (!m) return;
-    if (!busy) atomic_store(&m->since_ms, now_ms());
+    if (!busy) {
+        atomic_store(&m->since_ms, now_ms());
+        atomic_store(&m->answered, 1);
+    }
     atomic_store(&m->busy, busy);
 }
 

@@ -6,7 +6,8 @@
  * seconds (slowloris) holds a connection for ever, and a few hundred of them hold them all
  * (LEAKD_CONNECTION_LIMIT). The watch gives each connection LEAKD_HEADER_TIMEOUT seconds from
  * its accept, or from the end of its previous request, to get a request's headers in; past
- * that it shuts the socket down, which libmicrohttpd sees as the client going away.
+ * that it shuts the socket down, which libmicrohttpd sees as the client going away (and logs so:
+ * the watch logs why, at info level, naming the first such peer, at most a line a second).
  *
  * It shuts down a dup of the socket taken at accept and closed only once libmicrohttpd says
  * the connection closed, so it can never reach a descriptor that libmicrohttpd closed and the

@@ -459,10 +459,22 @@ static size_t keep_escaped(void *cls, struct MHD_Connection *conn, char *s) {
  * with LEAKD_LOG_FORMAT=json, as one JSON object a line like every other. */
 static void on_mhd_log(void *cls, const char *fmt, va_list ap) {
     (void)cls;
+    /* What a client did to its own connection (went away, reset it, was closed by the header
+     * timeout): one line a connection, which a slow-headers attack turns into a flood of
+     * warnings that are not the server's. leakd logs such requests itself (on_completed,
+     * conn_watch's header timeout line); these stay for LEAKD_LOG_LEVEL=debug. */
+    static const char *const peer_doings[] = {
+        "Connection socket is closed when reading request", "The connection was forcibly closed by remote peer",
+        "Connection was closed by remote side", "Failed to send data", "Failed to send the response"};
     char msg[1024];
     vsnprintf(msg, sizeof msg, fmt, ap);
     size_t n = strlen(msg);
     while (n && (msg[n - 1] == '\n' || msg[n - 1] == ' ')) msg[--n] = '\0';
+    for (size_t i = 0; i < sizeof peer_doings / sizeof peer_doings[0]; i++)
+        if (strncmp(msg, peer_doings[i], strlen(peer_doings[i])) == 0) {
+            ld_debug("libmicrohttpd: %s", msg);
+            return;
+        }
     ld_warn("libmicrohttpd: %s", msg);
 }
 
@@ -611,10 +623,24 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **req_cls,
     double ms = (mono() - r->started) * 1e3;
     char who[96] = "-";
     if (r->who.key_id) snprintf(who, sizeof who, "key=%lld app=%s", (long long)r->who.key_id, r->who.app_slug[0] ? r->who.app_slug : "*");
-    if (toe != MHD_REQUEST_TERMINATED_COMPLETED_OK)
-        ld_warn("req=%s %s %s %u %.1fms in=%llu %s: connection ended before the answer was sent (code %d)", r->id, r->method,
-                r->url, r->status, ms, (unsigned long long)r->body_bytes, who, (int)toe);
-    else if (r->error_code[0])
+    if (toe != MHD_REQUEST_TERMINATED_COMPLETED_OK) {
+        /* libmicrohttpd's reason in words: its enum's numbers mean nothing to an operator. A
+         * handler's MHD_NO (a dropped slow upload, a body cut short) is WITH_ERROR, logged
+         * just before by leakd. */
+        char code[32];
+        const char *why = toe == MHD_REQUEST_TERMINATED_DAEMON_SHUTDOWN  ? "closed by shutdown"
+                          : toe == MHD_REQUEST_TERMINATED_TIMEOUT_REACHED ? "timed out (LEAKD_CONNECTION_TIMEOUT)"
+                          : toe == MHD_REQUEST_TERMINATED_CLIENT_ABORT    ? "the client closed the connection"
+                          : toe == MHD_REQUEST_TERMINATED_READ_ERROR      ? "read error: the client went away"
+                          : toe == MHD_REQUEST_TERMINATED_WITH_ERROR      ? "connection error, or ended by leakd"
+                                                                          : NULL;
+        if (!why) {
+            snprintf(code, sizeof code, "code %d", (int)toe);
+            why = code;
+        }
+        ld_warn("req=%s %s %s %u %.1fms in=%llu %s: connection ended before the answer was sent (%s)", r->id, r->method,
+                r->url, r->status, ms, (unsigned long long)r->body_bytes, who, why);
+    } else if (r->error_code[0])
         ld_log(r->status >= 500 ? LD_WARN : LD_INFO, "req=%s %s %s %u %.1fms in=%llu %s%s%s %s: %s", r->id, r->method,
                r->url, r->status, ms, (unsigned long long)r->body_bytes, who, r->note[0] ? " " : "", r->note,
                r->error_code, r->error_msg);

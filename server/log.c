@@ -211,6 +211,48 @@ void ld_log_init(const char *role, const char *level, const char *format) {
     }
 }
 
+/* Whether msg[0..len) holds a byte that a text line cannot carry as it is. Most messages hold
+ * none (the request log: thousands a second), and are copied as they are. */
+static int needs_escape(const char *msg, size_t len) {
+    for (size_t i = 0; i < len; i++) {
+        unsigned char c = (unsigned char)msg[i];
+        if (c < 0x20 || c == 0x7f || c == '\\') return 1;
+    }
+    return 0;
+}
+
+/* Appends msg[0..len) to dst (len_io bytes used of cap) with each control byte escaped (\n,
+ * \r, \t, \xNN) and each backslash doubled: a client's percent-decoded %0A in a URL must not
+ * start a line of its own making, and a \n in the log can only be an escaped newline. Stops
+ * before an escape that does not fit, so none is cut in half. */
+static void append_escaped(char *dst, size_t *len_io, size_t cap, const char *msg, size_t len) {
+    static const char hex[] = "0123456789abcdef";
+    size_t n = *len_io;
+    for (size_t i = 0; i < len; i++) {
+        unsigned char c = (unsigned char)msg[i];
+        char esc[4];
+        size_t k;
+        if (c == '\n' || c == '\r' || c == '\t' || c == '\\') {
+            esc[0] = '\\';
+            esc[1] = c == '\n' ? 'n' : c == '\r' ? 'r' : c == '\t' ? 't' : '\\';
+            k = 2;
+        } else if (c < 0x20 || c == 0x7f) {
+            esc[0] = '\\';
+            esc[1] = 'x';
+            esc[2] = hex[c >> 4];
+            esc[3] = hex[c & 0xf];
+            k = 4;
+        } else {
+            esc[0] = (char)c;
+            k = 1;
+        }
+        if (n + k > cap) break;
+        memcpy(dst + n, esc, k);
+        n += k;
+    }
+    *len_io = n;
+}
+
 void ld_log(ld_log_level level, const char *fmt, ...) {
     if (level < log_min) return;
     static const char *const names[] = {"debug", "info", "warn", "error"};
@@ -222,16 +264,28 @@ void ld_log(ld_log_level level, const char *fmt, ...) {
     char msg[1800];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
+    int mn = vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
+    size_t msg_len = mn < 0 ? 0 : (size_t)mn >= sizeof msg ? sizeof msg - 1 : (size_t)mn;
+    /* libpq's messages (and libmicrohttpd's) end with a newline: the line's own is enough. */
+    while (msg_len > 0 && (msg[msg_len - 1] == '\n' || msg[msg_len - 1] == '\r')) msg_len--;
+    msg[msg_len] = '\0';
     char ts[96]; /* room for any int the compiler imagines in each field */
     snprintf(ts, sizeof ts, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour,
              tm.tm_min, tm.tm_sec, (int)(tv.tv_usec / 1000));
     size_t len;
     int pid = log_pid ? (int)log_pid : (int)getpid();
     if (!log_json) {
-        int n = snprintf(line, sizeof line - 1, "%s leakd %s[%d] %s: %s", ts, log_role, pid, names[level], msg);
+        /* Room is kept for the newline. */
+        int n = snprintf(line, sizeof line - 1, "%s leakd %s[%d] %s: ", ts, log_role, pid, names[level]);
         len = n < 0 ? 0 : (size_t)n >= sizeof line - 1 ? sizeof line - 2 : (size_t)n;
+        if (!needs_escape(msg, msg_len)) {
+            size_t k = msg_len < sizeof line - 1 - len ? msg_len : sizeof line - 1 - len;
+            memcpy(line + len, msg, k);
+            len += k;
+        } else {
+            append_escaped(line, &len, sizeof line - 1, msg, msg_len);
+        }
     } else {
         /* One JSON object a line; the message is escaped. */
         int n = snprintf(line, sizeof line, "{\"time\":\"%s\",\"level\":\"%s\",\"process\":\"%s\",\"pid\":%d,\"msg\":\"", ts,

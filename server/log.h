@@ -7,6 +7,9 @@ typedef enum { LD_DEBUG = 0, LD_INFO = 1, LD_WARN = 2, LD_ERROR = 3 } ld_log_lev
 
 /* role: "serve", "worker", ...; level: debug|info|warn|error; format: text|json. */
 void ld_log_init(const char *role, const char *level, const char *format);
+/* A message is always one line, whatever it holds (a client's URL, libpq's multi-line errors):
+ * its trailing newlines are dropped; the text format writes other control bytes as \n, \r, \t
+ * or \xNN and a backslash as \\, the JSON format escapes them as JSON does. */
 void ld_log(ld_log_level level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* From here on lines are queued and written by a thread of their own, every 10 ms (a warning

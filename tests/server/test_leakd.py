@@ -2765,6 +2765,92 @@ class T08_DatabaseDown(unittest.TestCase):
 
 
 # =============================================================================================
+class T09_Logging(ServerCase):
+    """The text log (the default) is one line per event whatever a client sends: control bytes
+    are escaped (a percent-decoded %0A in a URL forged whole lines before). A connection that
+    the header timeout ends is logged, naming LEAKD_HEADER_TIMEOUT, at most once a second."""
+    workers = 1
+    settings = {"header_timeout": 2, "connection_timeout": 30}
+    FORGED_TS = "2026-12-03T11:15:00.000Z"
+
+    def _log_since(self, start):
+        return self.server.log()[start:]
+
+    def test_a_url_cannot_forge_log_lines(self):
+        # A %0A in the path: in the request's line (the path, whether shown as sent or decoded)
+        # and in an answer's message that echoes a decoded segment ("no report ...").
+        start = len(self.server.log())
+        forged = "%0A" + self.FORGED_TS + "%20leakd%20serve[1]%20error:%20FORGED"
+        self.assertEqual(self.http.get("/x" + forged).status, 404)
+        self.assertEqual(self.http.get("/v1/reports/x" + forged, key=self.app.read).status, 404)
+        decoded = self.FORGED_TS + " leakd serve[1] error: FORGED"
+        line = H.wait_for(lambda: next((l for l in self._log_since(start).splitlines() if "GET /v1/reports/x" in l), None),
+                          5, what="the request's log line\n" + self._log_since(start))
+        # the path as sent (%0A, %20) or decoded and escaped (\n, spaces)
+        path = r"(\\n|%0A)" + re.escape(self.FORGED_TS) + r"(%20| )leakd(%20| )serve\[1\](%20| )error:(%20| )FORGED"
+        self.assertRegex(line, r" info: req=\S+ GET /v1/reports/x" + path + r" 404 .*: no report x\\n" + re.escape(decoded)
+                         + " in this app$")
+        lines = self._log_since(start).splitlines()
+        self.assertTrue([l for l in lines if re.search(r" info: req=\S+ GET /x" + path + " 404 ", l)], self._log_since(start))
+        for l in lines:
+            self.assertFalse(l.startswith(self.FORGED_TS), "a forged line: %r" % l)
+            self.assertRegex(l, r"^\d{4}-\d\d-\d\dT[0-9:.]+Z leakd (serve|worker)\[\d+\] (debug|info|warn|error): ")
+
+    def test_header_timeout_is_logged_at_most_once_a_second(self):
+        # Six clients send half a request and stop: all six are closed at the timeout; the log
+        # names the first, LEAKD_HEADER_TIMEOUT and its value, and counts the others rather
+        # than writing a line each (a slowloris attack makes thousands).
+        start = len(self.server.log())
+        conns = [socket.create_connection(("127.0.0.1", self.server.port), timeout=10) for _ in range(6)]
+        for s in conns:
+            self.addCleanup(s.close)
+            s.sendall(b"GET /healthz HTTP/1.1\r\nHo")
+        for s in conns:
+            try:
+                self.assertEqual(s.recv(1), b"")
+            except ConnectionResetError:
+                pass
+        named = re.compile(r" info: closed a connection from 127\.0\.0\.1: its request headers were not complete "
+                           r"within LEAKD_HEADER_TIMEOUT \(2 s\) of its accept(?:; and (\d+) more for the same reason, "
+                           r"not logged one by one)?$")
+        rest = re.compile(r" info: closed (\d+) more connection\(s\) whose request headers were not complete within "
+                          r"LEAKD_HEADER_TIMEOUT \(2 s\); not logged one by one$")
+
+        def accounted():
+            n, lines = 0, 0
+            for l in self._log_since(start).splitlines():
+                m = named.search(l)
+                if m:
+                    n, lines = n + 1 + int(m.group(1) or 0), lines + 1
+                m = rest.search(l)
+                if m:
+                    n, lines = n + int(m.group(1)), lines + 1
+            return (n, lines) if n >= 6 else None
+        n, lines = H.wait_for(accounted, 5, what="six header timeouts in the log\n" + self._log_since(start))
+        self.assertEqual(n, 6, self._log_since(start))
+        self.assertLessEqual(lines, 3, self._log_since(start))
+        # nor does libmicrohttpd write a warning a connection ("... detected connection closure"):
+        # what a client does to its own connection is debug
+        self.assertNotIn(" warn: libmicrohttpd:", self._log_since(start))
+
+    def test_an_upload_cut_short_says_why_in_words(self):
+        # The client closes in the middle of the body: the request's line says so in words,
+        # not with libmicrohttpd's enum value ("(code 5)").
+        start = len(self.server.log())
+        s = socket.create_connection(("127.0.0.1", self.server.port), timeout=10)
+        self.addCleanup(s.close)
+        s.sendall(("POST /v1/reports HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\nContent-Type: "
+                   "multipart/form-data; boundary=b\r\nContent-Length: 100000\r\n\r\n--b\r\n" % self.app.ingest).encode())
+        time.sleep(0.3)
+        s.close()
+        line = H.wait_for(lambda: next((l for l in self._log_since(start).splitlines() if " POST /v1/reports " in l), None),
+                          5, what="the upload's log line")
+        self.assertRegex(line, r" warn: req=\S+ POST /v1/reports 0 [0-9.]+ms in=\d+ key=\d+ app=alpha: connection ended "
+                         r"before the answer was sent \((the client closed the connection|read error: the client went "
+                         r"away)\)$")
+
+
+# =============================================================================================
 class T99_SpecCoverage(unittest.TestCase):
     def test_openapi_document_is_consistent(self):
         doc = API.doc

@@ -105,7 +105,8 @@ static int teardown(void **state) {
     for (char *l = s.text, *end; l && *l; l = end + 1) {
         end = strchr(l, '\n');
         if (!end) end = l + strlen(l) - 1;
-        if (!memmem(l, (size_t)(end - l), " leakd test[", 12)) fprintf(stderr, "%.*s\n", (int)(end - l), l);
+        if (!memmem(l, (size_t)(end - l), " leakd test[", 12) && !memmem(l, (size_t)(end - l), "\"process\":\"test\"", 16))
+            fprintf(stderr, "%.*s\n", (int)(end - l), l);
     }
     close(s.fd);
     free(s.text);
@@ -220,6 +221,59 @@ static void test_forked_child_writes_its_own_lines(void **state) {
     assert_int_equal(count("the parent's line"), 1);
 }
 
+/* A message's control bytes never reach a text log raw: a URL's percent-decoded %0A would
+ * otherwise start a line of the client's making (a forged timestamp and level). A backslash is
+ * escaped too, so that `\n` in a line can only mean an escaped newline. */
+static void test_text_escapes_control_bytes(void **state) {
+    (void)state;
+    ld_info("GET /x\n2026-12-03T11:15:00.000Z leakd serve[1] error: FORGED\r\tx\x01y\x7fz C:\\dir 404");
+    capture_end();
+    assert_int_equal(count("\n"), 1); /* the line's own end */
+    assert_non_null(strstr(s.text, "info: GET /x\\n2026-12-03T11:15:00.000Z leakd serve[1] error: FORGED"
+                                    "\\r\\tx\\x01y\\x7fz C:\\\\dir 404\n"));
+}
+
+/* libpq's messages end with a newline (and may hold more lines): the last one is dropped, the
+ * others are escaped, so its error is one line. */
+static void test_text_drops_a_trailing_newline(void **state) {
+    (void)state;
+    ld_error("cannot connect to the database: %s",
+             "connection to server at \"127.0.0.1\", port 55998 failed: Connection refused\n"
+             "\tIs the server running on that host and accepting TCP/IP connections?\n");
+    capture_end();
+    assert_int_equal(count("\n"), 1);
+    assert_non_null(strstr(s.text, "error: cannot connect to the database: connection to server at \"127.0.0.1\", port "
+                                   "55998 failed: Connection refused\\n\\tIs the server running on that host and "
+                                   "accepting TCP/IP connections?\n"));
+}
+
+/* A message of control bytes, escaped to four times its size, is cut at the line's limit
+ * between escapes, never inside one, and the line still ends with its newline. */
+static void test_text_escapes_are_cut_whole(void **state) {
+    (void)state;
+    char msg[1700];
+    memset(msg, 0x01, sizeof msg - 1);
+    msg[sizeof msg - 1] = '\0';
+    ld_info("%s", msg);
+    capture_end();
+    assert_int_equal(count("\n"), 1);
+    assert_true(s.len <= 4096);
+    assert_true(s.len > 3000);
+    const char *m = strstr(s.text, "info: ") + strlen("info: ");
+    assert_int_equal((size_t)(s.text + s.len - 1 - m) % 4, 0);
+    for (const char *p = m; p < s.text + s.len - 1; p += 4) assert_memory_equal(p, "\\x01", 4);
+}
+
+/* JSON escapes as JSON does (\u00XX, \\, \"); a trailing newline is dropped there too. */
+static void test_json_escapes_and_drops_a_trailing_newline(void **state) {
+    (void)state;
+    ld_log_init("test", "info", "json");
+    ld_info("a\nb\rc\td\x01" "e\\f\"g\n");
+    capture_end();
+    assert_int_equal(count("\n"), 1);
+    assert_non_null(strstr(s.text, "\"msg\":\"a\\u000ab\\u000dc\\u0009d\\u0001e\\\\f\\\"g\"}\n"));
+}
+
 /* cachestat(2) (Linux 6.5; Debian 12's headers predate it): how many of a file's pages in the
  * page cache are dirty. */
 #ifndef __NR_cachestat
@@ -275,6 +329,10 @@ int main(void) {
         cmocka_unit_test_setup_teardown(test_lone_lines_are_written, setup, teardown),
         cmocka_unit_test_setup_teardown(test_without_writer_lines_are_written_at_once, setup, teardown),
         cmocka_unit_test_setup_teardown(test_forked_child_writes_its_own_lines, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_text_escapes_control_bytes, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_text_drops_a_trailing_newline, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_text_escapes_are_cut_whole, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_json_escapes_and_drops_a_trailing_newline, setup, teardown),
         cmocka_unit_test(test_file_log_is_written_back_as_it_goes),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
