@@ -145,9 +145,9 @@ const char *ld_req_header(ld_req *r, const char *name) {
     return MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, name);
 }
 
-/* Only an upload that stored something new counts against its key's quota: a repeat of a
- * stored report (200) or one the server failed (5xx) gives its take back, before its answer
- * goes out (a client's next upload may follow the answer at once). */
+/* A repeat of a stored report (200) or an upload the server failed (5xx) gives its take of the
+ * key's quota back, before its answer goes out (a client's next upload may follow the answer
+ * at once). One refused for its content (4xx) keeps it: it took the bandwidth the quota guards. */
 static void quota_settle(ld_req *r, unsigned status) {
     if (!r->quota_taken || (status != 200 && status < 500)) return;
     ld_quota_give_back(r->srv->quota, r->who.key_id, r->quota_bytes);
