@@ -241,7 +241,11 @@ ld_db *ld_db_connect(const char *url, char *err, size_t err_cap)
                                 "dbname", NULL};
     /* TCP keepalives: a server gone behind a network partition is found within ~25 s instead
      * of the kernel's two hours, while a query waits for its answer. */
-    const char *vals[] = {"leakd", "5", "-c TimeZone=UTC", "UTF8", "1", "10", "5", "3", url, NULL};
+    /* client_connection_check_interval: a statement whose answer leakd stopped waiting for
+     * (LEAKD_DB_TIMEOUT, then a reset that closes its socket) stops within 2 s, instead of
+     * running on, holding its locks, for as long as it takes (PostgreSQL 14+). */
+    const char *vals[] = {"leakd", "5", "-c TimeZone=UTC -c client_connection_check_interval=2000", "UTF8", "1", "10", "5",
+                          "3", url, NULL};
     ld_db *db = NULL;
 
     if (err && err_cap)
@@ -364,8 +368,12 @@ static PGresult *await_result(ld_db *db, int sent, int *timed_out)
     int rc;
 
     *timed_out = 0;
-    if (!sent)
+    if (!sent) {
+        /* Not even sent (libpq says why: often "another command is already in progress",
+         * the state of a connection whose last answer never came): reset before the next use. */
+        db->broken = 1;
         return NULL;
+    }
     while ((rc = PQflush(conn)) == 1) {
         int w = wait_socket(conn, POLLIN | POLLOUT, deadline);
         if (w == 0)
@@ -405,6 +413,8 @@ static ld_status sent_result(ld_db *db, int sent, PGresult **out)
 
     if (timed_out)
         return ld_db_fail(db, LD_ERR_UNAVAILABLE, "PostgreSQL did not answer within %d ms", db->timeout_ms);
+    if (!sent)
+        return ld_db_fail(db, LD_ERR_UNAVAILABLE, "the query could not be sent: %.300s", PQerrorMessage(db->conn));
     return exec_result(db, res, out);
 }
 
@@ -434,6 +444,11 @@ ld_status ld_db_exec_params(ld_db *db, PGresult **out, const char *sql, int n, c
         return db ? ld_db_fail(db, LD_ERR_INTERNAL, "ld_db_exec_params: bad arguments") : LD_ERR_INTERNAL;
     if (!db->conn)
         return ld_db_fail(db, LD_ERR_UNAVAILABLE, "not connected");
+    /* An outage for the caller, who then resets it (ld_db_check): before, the next query went
+     * out on a connection still busy with the one that timed out, failed to send, and that
+     * read as out of memory, for ever. */
+    if (db->broken)
+        return ld_db_fail(db, LD_ERR_UNAVAILABLE, "the connection must be reset: an earlier answer never came");
     if (db->n_stmts && PQtransactionStatus(db->conn) == PQTRANS_IDLE &&
         mono_seconds() - db->stmts_since >= LD_DB_REPLAN_SECONDS) {
         ld_status st = sent_result(db, PQsendQuery(db->conn, "DEALLOCATE ALL"), NULL);

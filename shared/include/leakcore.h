@@ -245,6 +245,10 @@ LW_CORE_API char *lw_trace_to_text(const lw_trace *trace);
 /* The trace JSON (format 1, docs/trace-json.md). `pretty` indents it. malloc'd. */
 LW_CORE_API char *lw_leak_report_to_json(const lw_leak_report *report, int pretty);
 
+/* One trace as it stands in the trace JSON's "traces" array, unindented: the same bytes
+ * lw_leak_report_to_json(report, 0) writes for it. malloc'd; NULL when out of memory. */
+LW_CORE_API char *lw_trace_to_json(const lw_trace *trace);
+
 typedef struct lw_json_limits {
     size_t max_bytes;        /* whole document; 0 = 16 MiB */
     size_t max_leaks;        /* 0 = 1000 */

@@ -82,6 +82,25 @@ static void element_json(lw__jw *w, const lw_trace_element *e, int last) {
     lw__jw_close(w, '}');
 }
 
+static void trace_json(lw__jw *w, const lw_trace *t) {
+    lw__jw_open(w, '{');
+    LW__JW_KEY(w, "gc_root");
+    lw__jw_string(w, t->gc_root ? t->gc_root : "UNKNOWN");
+    LW__JW_KEY(w, "elements");
+    lw__jw_open(w, '[');
+    for (size_t k = 0; k < t->element_count; k++) element_json(w, &t->elements[k], k + 1 == t->element_count);
+    lw__jw_close(w, ']');
+    lw__jw_close(w, '}');
+}
+
+char *lw_trace_to_json(const lw_trace *t) {
+    if (!t) return NULL;
+    lw__jw w;
+    lw__jw_init(&w, 0);
+    trace_json(&w, t);
+    return lw__jw_take(&w);
+}
+
 char *lw_leak_report_to_json(const lw_leak_report *r, int pretty) {
     if (!r) return NULL;
     lw__jw w;
@@ -141,17 +160,7 @@ char *lw_leak_report_to_json(const lw_leak_report *r, int pretty) {
         lw__jw_int(&w, (int64_t)l->count);
         LW__JW_KEY(&w, "traces");
         lw__jw_open(&w, '[');
-        for (size_t j = 0; j < l->trace_count; j++) {
-            const lw_trace *t = &l->traces[j];
-            lw__jw_open(&w, '{');
-            LW__JW_KEY(&w, "gc_root");
-            lw__jw_string(&w, t->gc_root ? t->gc_root : "UNKNOWN");
-            LW__JW_KEY(&w, "elements");
-            lw__jw_open(&w, '[');
-            for (size_t k = 0; k < t->element_count; k++) element_json(&w, &t->elements[k], k + 1 == t->element_count);
-            lw__jw_close(&w, ']');
-            lw__jw_close(&w, '}');
-        }
+        for (size_t j = 0; j < l->trace_count; j++) trace_json(&w, &l->traces[j]);
         lw__jw_close(&w, ']');
         lw__jw_close(&w, '}');
     }

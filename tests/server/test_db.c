@@ -957,6 +957,41 @@ static void run_free(run_out *r)
         run_free(&(r));                                                                        \
     } while (0)
 
+/* A statement whose answer did not come within the timeout: the connection is an outage
+ * until reset (before, the next query failed to send on the still busy connection, and that
+ * read as out of memory, for ever), and the abandoned statement stops once the reset closed
+ * its socket (client_connection_check_interval), instead of running on with its locks. */
+static void test_timeout_then_reset(void **state)
+{
+    ld_db *db = *state;
+    ld_db *watch;
+    int tries;
+
+    REQUIRE_DB(db);
+    watch = connect_or_die();
+    assert_query(db, "SHOW client_connection_check_interval", "2s");
+    ld_db_set_timeout(db, 300);
+    assert_int_equal(ld_db_exec(db, NULL, "SELECT pg_sleep(30) /* abandoned */", 0, NULL), LD_ERR_UNAVAILABLE);
+    assert_non_null(strstr(ld_db_error(db), "did not answer within 300 ms"));
+    assert_int_equal(ld_db_exec(db, NULL, "SELECT 1", 0, NULL), LD_ERR_UNAVAILABLE);
+    assert_non_null(strstr(ld_db_error(db), "must be reset"));
+    assert_int_equal(ld_db_check(db), LD_OK);
+    assert_query(db, "SELECT 41 + 1", "42");
+    for (tries = 0; tries < 50; tries++) {
+        char *n = query1(watch, "SELECT count(*) FROM pg_stat_activity WHERE query LIKE '%/* abandoned */'"
+                                " AND state = 'active' AND pid <> pg_backend_pid()");
+        int left = atoi(n);
+        free(n);
+        if (!left)
+            break;
+        usleep(100 * 1000);
+    }
+    if (tries == 50)
+        fail_msg("the abandoned statement still runs 5 s after its connection was reset");
+    ld_db_set_timeout(db, 0);
+    ld_db_close(watch);
+}
+
 static void test_admin(void **state)
 {
     ld_db *db = *state;
@@ -1086,6 +1121,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_keys, setup_db, teardown_db),
         cmocka_unit_test_setup_teardown(test_classify, setup_db, teardown_db),
         cmocka_unit_test_setup_teardown(test_listen, setup_db, teardown_db),
+        cmocka_unit_test_setup_teardown(test_timeout_then_reset, setup_db, teardown_db),
         cmocka_unit_test_setup_teardown(test_admin, setup_db, teardown_db),
     };
 

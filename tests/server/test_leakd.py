@@ -1322,6 +1322,47 @@ class T03_Grouping(ServerCase):
         g = self.http.get("/v1/apps/%s/leaks/%s" % (app.slug, doc["leaks"][0]["signature"]), key=app.read).json
         self.assertEqual((g["occurrences"], g["devices"]), (1, 0))
 
+    def test_a_report_of_a_thousand_new_leaks_is_stored_at_once(self):
+        """The largest traces report the parser takes (1,000 leaks of 7 ten-element traces,
+        8 MB), every leak a new group. Before, each new group's representative was cut out of
+        the whole stored result in SQL: 1,000 parses of 8 MB held PostgreSQL ~2 minutes, the
+        client got a 503 after two LEAKD_DB_TIMEOUTs, and the writer's connection was left busy,
+        failing every later batch it took ("out of memory") until leakd restarted."""
+        srv = H.Leakd(self.db, workers=1, db_timeout=10)
+        self.addCleanup(srv.cleanup)
+        srv.start()
+        http_ = H.Client(srv.port, API)
+        app = self.new_app()
+        run = uuid.uuid4().hex[:8]
+
+        def el(cls, leaking, suspect):
+            e = {"class": cls, "object_kind": "instance", "leaking": leaking}
+            if leaking != "YES":
+                e["reference"] = {"kind": "instance_field", "name": "f", "suspect": suspect}
+            return e
+        leaks = []
+        for i in range(1000):
+            elements = [el("a", "NO", False) for _ in range(8)] + [el("h%s%d" % (run, i), "NO", True), el("c", "YES", False)]
+            leaks.append({"signature": "0" * 40, "kind": "application", "short_description": "x", "library_pattern": None,
+                          "count": 1, "traces": [{"gc_root": "STICKY_CLASS", "elements": elements}] * 7})
+        body = json.dumps(H.traces_doc(*leaks), separators=(",", ":")).encode()
+        self.assertGreater(len(body), 7 << 20)
+        r = http_.upload(app.ingest, H.make_meta(app.slug, mode="traces"), body, "traces", "application/json", timeout=120)
+        self.assertEqual((r.status, r.json.get("status")), (202, "done"), r)
+        self.assertEqual(one(self.db, "SELECT count(*) FROM leak_groups g JOIN apps a ON a.id = g.app_id"
+                                      " WHERE a.slug = '%s'" % app.slug), "1000")
+        # each group's representative is its leak's first trace, as before
+        sig = H.sha1("h%s%d" % (run, 999) + "f")
+        g = http_.get("/v1/apps/%s/leaks/%s" % (app.slug, sig), key=app.read).json
+        self.assertEqual(g["representative_trace"]["json"]["elements"][-2]["class"], "h%s%d" % (run, 999))
+        self.assertEqual(len(g["representative_trace"]["json"]["elements"]), 10)
+        # and both writers still store what comes next
+        for i in range(8):
+            doc = H.traces_doc(H.synthetic_leak("com.example.After%d" % i, "com.example.Screen"))
+            r = http_.upload(app.ingest, H.make_meta(app.slug, mode="traces"), json.dumps(doc).encode(), "traces",
+                             "application/json")
+            self.assertEqual(r.status, 202, r)
+
 
 # =============================================================================================
 class T04_Api(ServerCase):

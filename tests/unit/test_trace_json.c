@@ -223,6 +223,18 @@ static void test_analysis_report_round_trips(void **state) {
     char sig[41];
     lw_trace_signature(&again->leaks[0].traces[0], sig);
     assert_string_equal(sig, r->leaks[0].signature);
+    /* One trace alone is the bytes the compact report holds for it (leakd stores it as a new
+     * group's representative). */
+    char *compact = lw_leak_report_to_json(r, 0), *trace = lw_trace_to_json(&r->leaks[0].traces[0]);
+    assert_non_null(compact);
+    assert_non_null(trace);
+    assert_int_equal(trace[0], '{');
+    char *at = strstr(compact, "\"traces\":[");
+    assert_non_null(at);
+    assert_memory_equal(at + strlen("\"traces\":["), trace, strlen(trace));
+    assert_null(lw_trace_to_json(NULL));
+    free(trace);
+    free(compact);
     free(json);
     lw_leak_report_free(again);
     lw_leak_report_free(r);
