@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "apps.h"
 #include "leakcore.h"
 #include "log.h"
 #include "report_writer.h"
@@ -44,13 +45,42 @@ static int unescape(const char *src, size_t len, char *dst, size_t cap) {
     return (int)j;
 }
 
+/* Whether s is well-formed UTF-8 (RFC 3629: no overlong form, no surrogate, nothing past
+ * U+10FFFF), as PostgreSQL, whose encoding is UTF-8, requires of every text parameter: any
+ * other byte string a client sends is refused with a 400 before it reaches SQL, not with the
+ * 500 the database's refusal would make. */
+static int utf8_valid(const char *s) {
+    const unsigned char *p = (const unsigned char *)s;
+    while (*p) {
+        unsigned c = *p;
+        int n = c < 0x80 ? 0 : c >= 0xC2 && c <= 0xDF ? 1 : c >= 0xE0 && c <= 0xEF ? 2 : c >= 0xF0 && c <= 0xF4 ? 3 : -1;
+        if (n < 0) return 0;
+        unsigned lo = 0x80, hi = 0xBF; /* the second byte's range (RFC 3629 §4) */
+        if (c == 0xE0) lo = 0xA0;
+        else if (c == 0xED) hi = 0x9F;
+        else if (c == 0xF0) lo = 0x90;
+        else if (c == 0xF4) hi = 0x8F;
+        p++;
+        for (int i = 0; i < n; i++, p++) {
+            if (*p < (i ? 0x80 : lo) || *p > (i ? 0xBF : hi)) return 0; /* the NUL ending s included */
+        }
+    }
+    return 1;
+}
+
+/* s, to be quoted in an error message: a JSON string must be UTF-8 (json_pack refuses anything
+ * else, and the answer would become a 500). */
+static const char *shown(const char *s) {
+    return utf8_valid(s) ? s : "(not UTF-8)";
+}
+
 /* libmicrohttpd hands the query's arguments over undecoded (http.c keeps what the client
  * sent, for the path's sake): they are decoded here, names included. */
 typedef struct {
     const char *name;
     char *buf;
     size_t cap;
-    int found; /* 1, 0 (absent, or given without a value), or -1: did not fit or held a NUL */
+    int found; /* 1, 0 (absent, or given without a value), -1: did not fit or held a NUL, -2: not UTF-8 */
 } arg_search;
 
 static enum MHD_Result match_arg(void *cls, enum MHD_ValueKind kind, const char *key, const char *value) {
@@ -59,16 +89,20 @@ static enum MHD_Result match_arg(void *cls, enum MHD_ValueKind kind, const char 
     char name[64];
     /* the first argument of that name, compared as libmicrohttpd compares names */
     if (!key || unescape(key, strlen(key), name, sizeof name) < 0 || strcasecmp(name, a->name) != 0) return MHD_YES;
-    if (value) a->found = unescape(value, strlen(value), a->buf, a->cap) < 0 ? -1 : 1;
+    if (value) a->found = unescape(value, strlen(value), a->buf, a->cap) < 0 ? -1 : utf8_valid(a->buf) ? 1 : -2;
     return MHD_NO;
 }
 
 /* The query argument `name`, decoded into buf: *out is buf, or NULL when it is absent. -1, with
- * a 400 prepared, when its value is over `cap` - 1 bytes or holds an escaped NUL. */
+ * a 400 prepared, when its value is over `cap` - 1 bytes, holds an escaped NUL or is not UTF-8. */
 static int arg(ld_req *r, const char *name, char *buf, size_t cap, const char **out) {
     arg_search a = {name, buf, cap, 0};
     MHD_get_connection_values(r->conn, MHD_GET_ARGUMENT_KIND, match_arg, &a);
     *out = a.found == 1 ? buf : NULL;
+    if (a.found == -2) {
+        ld_respond_error(r, 400, "bad_request", "%s must be UTF-8", name);
+        return -1;
+    }
     if (a.found < 0) {
         ld_respond_error(r, 400, "bad_request", "%s is over %zu bytes, or holds a %%00", name, cap - 1);
         return -1;
@@ -111,6 +145,11 @@ static int64_t app_for(ld_req *r, ld_db *db, const char *slug) {
             return -1;
         }
         return r->who.app_id;
+    }
+    /* Not an app name (not UTF-8 among them, which PostgreSQL would refuse): no such app. */
+    if (!ld_app_slug_valid(slug)) {
+        ld_respond_error(r, 404, "not_found", "no app \"%s\"", shown(slug));
+        return -1;
     }
     const char *p[1] = {slug};
     PGresult *res = NULL;
@@ -189,6 +228,10 @@ static void list_groups(ld_req *r, ld_db *db, int64_t app_id, const char *versio
         arg(r, "sort", sort_b, sizeof sort_b, &sort) || arg(r, "limit", limit_b, sizeof limit_b, &limit_s) ||
         arg(r, "cursor", cursor_b, sizeof cursor_b, &cursor))
         return;
+    if (version && !utf8_valid(version)) { /* the path's segment (the query's is checked by arg) */
+        ld_respond_error(r, 400, "bad_request", "version must be UTF-8");
+        return;
+    }
     if (status && strcmp(status, "open") && strcmp(status, "ignored") && strcmp(status, "fixed") && strcmp(status, "regressed")) {
         ld_respond_error(r, 400, "bad_request", "status must be open, ignored, fixed or regressed");
         return;
@@ -256,6 +299,13 @@ static void list_groups(ld_req *r, ld_db *db, int64_t app_id, const char *versio
         PQclear(res);
         ld_respond_error(r, 400, "bad_request", "invalid cursor for sort=%s (a cursor continues the listing it came from)",
                          by_occ ? "occurrences" : "last_seen");
+        return;
+    }
+    if (st == LD_ERR_INVALID) {
+        /* The database refused a value (a data exception): of the parameters, only the
+         * client's version can be refused, everything else being checked above. */
+        PQclear(res);
+        ld_respond_error(r, 400, "bad_request", "invalid version (the database refused it)");
         return;
     }
     if (st != LD_OK) {
@@ -514,7 +564,7 @@ static void get_report(ld_req *r, const char *id) {
     ld_status st = ld_report_get(db, r->who.app_id, id, &obj);
     ld_pool_put(r->srv->pool, db);
     if (st == LD_OK) ld_respond_json(r, 200, obj);
-    else if (st == LD_ERR_NOT_FOUND || st == LD_ERR_INVALID) ld_respond_error(r, 404, "not_found", "no report %s in this app", id);
+    else if (st == LD_ERR_NOT_FOUND || st == LD_ERR_INVALID) ld_respond_error(r, 404, "not_found", "no report %s in this app", shown(id));
     else db_error(r, st, "reading the report");
 }
 
@@ -528,7 +578,7 @@ void ld_api_dispatch(ld_req *r) {
      * without a key tells nothing; whether an app, a report or a group exists is answered
      * only after the key. */
     if (path == PATH_NONE) {
-        ld_respond_error(r, 404, "not_found", "no such endpoint: %s", r->url);
+        ld_respond_error(r, 404, "not_found", "no such endpoint: %s", shown(r->url));
         return;
     }
     if (path >= PATH_UPLOAD && strcmp(r->method, "OPTIONS") == 0) {
@@ -536,7 +586,7 @@ void ld_api_dispatch(ld_req *r) {
         return;
     }
     if (!serves(path_methods[path], r->method)) {
-        ld_respond_error(r, 405, "method_not_allowed", "%s is not allowed on this path, which allows %s", r->method,
+        ld_respond_error(r, 405, "method_not_allowed", "%s is not allowed on this path, which allows %s", shown(r->method),
                          path_methods[path]);
         MHD_add_response_header(r->resp, "Allow", path_methods[path]);
         return;

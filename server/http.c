@@ -543,6 +543,23 @@ static int body_cut_short(ld_req *r) {
     return ci && recv(ci->connect_fd, &c, 1, MSG_PEEK | MSG_DONTWAIT) == 0;
 }
 
+/* on_request's look at every Content-Length header: the first value, and whether another
+ * differs from it. */
+typedef struct {
+    const char *first;
+    int differ;
+} clen_scan;
+
+static enum MHD_Result scan_content_length(void *cls, enum MHD_ValueKind kind, const char *key, const char *value) {
+    (void)kind;
+    clen_scan *c = cls;
+    if (!key || strcasecmp(key, MHD_HTTP_HEADER_CONTENT_LENGTH) != 0) return MHD_YES;
+    if (!value) value = "";
+    if (!c->first) c->first = value;
+    else if (strcmp(c->first, value) != 0) c->differ = 1;
+    return c->differ ? MHD_NO : MHD_YES;
+}
+
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url, const char *method,
                                   const char *version, const char *upload_data, size_t *upload_data_size, void **req_cls) {
     (void)version;
@@ -563,6 +580,13 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         static unsigned instance;
         if (!instance) instance = (unsigned)(getpid() ^ (unsigned)time(NULL) * 2654435761u) | 1u;
         snprintf(r->id, sizeof r->id, "%08x%08llx", instance, (unsigned long long)atomic_fetch_add(&counter, 1));
+        /* Two Content-Length headers that differ (RFC 9112 §6.3): where the body ends is
+         * unknown. libmicrohttpd takes the first; a proxy in front that took the last would
+         * frame the stream differently (request smuggling). Refused before anything reads the
+         * length, and the connection closed after the answer: what follows on it cannot be
+         * told apart. Repeats of one value are accepted. */
+        clen_scan cs = {NULL, 0};
+        MHD_get_connection_values(conn, MHD_HEADER_KIND, scan_content_length, &cs);
         const char *clen = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
         r->content_length = clen ? strtoull(clen, NULL, 10) : 0;
         *req_cls = r;
@@ -570,6 +594,15 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         inflight.active++;
         pthread_mutex_unlock(&inflight.mu);
         cors_origin(r);
+        if (cs.differ) {
+            r->route = LD_ROUTE_OTHER;
+            ld_respond_error(r, 400, "bad_request", "conflicting Content-Length headers");
+            MHD_add_response_header(r->resp, MHD_HTTP_HEADER_CONNECTION, "close");
+            /* answered with the body unread, whichever length it has: the client still gets
+             * to read the answer (a lingering close, as for a refusal on the headers) */
+            if (ci) ld_conn_mark_linger(ci->socket_context);
+            return queue(r);
+        }
         route(r);
         return step_done(r, 0);
     }

@@ -119,11 +119,19 @@ static int check_meta(ld_req *r) {
     snprintf(in->want, sizeof in->want, "%s", mode);
     if (!r->who.app_id) {
         /* An admin key of every app: which one is looked up at the end, off the event loop
-         * (resolve_app). */
+         * (resolve_app). A name no app can have is refused whole, not cut to app_slug's 64
+         * bytes, which could name another app. */
+        if (!ld_app_slug_valid(app)) {
+            fail(r, 400, "bad_meta", "meta.app must be an app name: 1-64 characters a-z 0-9 . _ -, starting with a letter or digit");
+            return -1;
+        }
         snprintf(in->app_slug, sizeof in->app_slug, "%s", app);
     } else {
         if (strcmp(app, r->who.app_slug) != 0) {
-            snprintf(msg, sizeof msg, "this key uploads for app \"%s\", not \"%.64s\"", r->who.app_slug, app);
+            /* quoted whole or not at all: cut, it could end inside a UTF-8 sequence, which no
+             * JSON string may hold */
+            snprintf(msg, sizeof msg, "this key uploads for app \"%s\", not \"%s\"", r->who.app_slug,
+                     strlen(app) <= LD_SLUG_MAX ? app : "(a name over 64 bytes)");
             fail(r, 403, "forbidden", msg);
             return -1;
         }

@@ -1666,6 +1666,147 @@ class T04_Api(ServerCase):
         self.assertEqual(self.http.get("/v1/reports/" + meta["report_id"], key=self.app.ingest).status, 200)
 
 
+    # ---- abuse findings 7, 9, 10 -----------------------------------------------------------------
+    def test_not_utf8_parameters_are_400_not_500(self):
+        """Abuse finding 7: a version (or any other text) that is not UTF-8 reached PostgreSQL,
+        which refused its encoding: 500 internal. Now 400 (or the 404 an unknown name gets)."""
+        def five_hundreds():
+            return sum(v for k, v in self.server.metrics().items()
+                       if k.startswith("leakd_http_requests_total") and 'code="500"' in k)
+        before = five_hundreds()
+        bad = ("%ff", "%ff%fe", "%c0%af", "%ed%a0%80", "1.0%80", "%f4%90%80%80")  # overlong, surrogate, > U+10FFFF
+        for v in bad:
+            with self.subTest(path=v):
+                r = self.http.get("/v1/apps/apiapp/versions/%s/leaks" % v, key=self.a.read)
+                self.assertError(r, 400, "bad_request")
+                self.assertEqual(r.json["error"]["message"], "version must be UTF-8")
+                r = self.http.get("/v1/apps/apiapp/versions/%s/leaks?new=true" % v, key=self.admin)
+                self.assertError(r, 400, "bad_request")
+            with self.subTest(query=v):
+                r = self.http.get("/v1/apps/apiapp/leaks?version=" + v, key=self.a.read)
+                self.assertError(r, 400, "bad_request")
+                self.assertEqual(r.json["error"]["message"], "version must be UTF-8")
+        for q in ("status=%ff", "kind=%ff", "sort=%ff", "limit=%ff", "cursor=%ff"):
+            with self.subTest(q):
+                r = self.http.get("/v1/apps/apiapp/leaks?" + q, key=self.a.read)
+                self.assertError(r, 400, "bad_request")
+                self.assertIn("must be UTF-8", r.json["error"]["message"])
+        self.assertError(self.http.get("/v1/apps/apiapp/versions/1.0/leaks?new=%ff", key=self.a.read), 400, "bad_request")
+        # well-formed UTF-8 is a version like any other
+        self.assertEqual(self.http.get("/v1/apps/apiapp/versions/2.0-%C3%A9%F0%9F%90%9B/leaks", key=self.a.read).json,
+                         {"leaks": [], "next_cursor": None})
+        self.assertEqual(self.lst("?version=%E2%82%AC")["leaks"], [])
+        # an app name that is none (an admin key of every app looks it up): no such app
+        r = self.http.get("/v1/apps/%ff/leaks", key=self.admin)
+        self.assertError(r, 404, "not_found")
+        self.assertError(self.http.get("/v1/apps/%ff/leaks", key=self.a.read), 403, "forbidden")
+        # the error messages that quote the path stay JSON (a JSON string is UTF-8)
+        self.assertError(self.http.get("/v1/reports/%ff", key=self.a.read), 404, "not_found")
+        self.assertError(self.http.get("/v1/%ff", key=self.a.read), 404, "not_found")
+        self.assertError(self.http.get("/v1/reports/%ff%fe", key=self.a.read), 404, "not_found")
+        for req, status in ((b"GET /v1/\xff HTTP/1.1\r\nHost: x\r\n\r\n", 404),
+                            (b"G\xffT /v1/apps/apiapp/leaks HTTP/1.1\r\nHost: x\r\n\r\n", 405)):
+            with self.subTest(req):
+                line, hdrs, body, _ = self.raw_answer(req)
+                self.assertTrue(line.startswith("HTTP/1.1 %d " % status), (line, body))
+                self.assertIn("(not UTF-8)", json.loads(body)["error"]["message"])
+        self.assertEqual(five_hundreds(), before)
+
+    def raw_answer(self, request):
+        """Sends `request` on its own connection and reads one answer: (status line, headers,
+        body, whether the connection was closed after it)."""
+        s = socket.create_connection(("127.0.0.1", self.server.port), timeout=10)
+        self.addCleanup(s.close)
+        try:
+            s.sendall(request)
+        except OSError:
+            pass
+        data = b""
+        while b"\r\n\r\n" not in data:
+            more = s.recv(65536)
+            if not more:
+                break
+            data += more
+        head, _, body = data.partition(b"\r\n\r\n")
+        lines = head.decode("latin-1").split("\r\n")
+        hdrs = H._Headers(l.split(": ", 1) for l in lines[1:] if ": " in l)
+        clen = int(hdrs.get("Content-Length") or 0)
+        while len(body) < clen:
+            more = s.recv(65536)
+            if not more:
+                break
+            body += more
+        s.settimeout(5)
+        try:
+            rest = body[clen:] + s.recv(65536)
+            closed = not rest.startswith(b"HTTP/")
+        except OSError:
+            closed = False
+        return lines[0], hdrs, body[:clen], closed
+
+    def test_conflicting_content_length_headers_are_400(self):
+        """Abuse finding 9 (RFC 9112 §6.3): two Content-Length headers that differ were accepted,
+        the first one winning; a proxy in front that took the last would frame the stream
+        differently. Now 400 with a JSON body, the connection closed; one value repeated is fine."""
+        app = self.new_app()  # apiapp's groups are counted by the other tests
+        meta = H.make_meta(app.slug, mode="traces")
+        body, ctype = H.multipart(meta, json.dumps(H.traces_doc(H.synthetic_leak("com.example.ClHolder",
+                                                                                  "com.example.ClScreen"))).encode(),
+                                  "traces", "application/json")
+        n = len(body)
+        head = (b"POST /v1/reports HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\nContent-Type: %s\r\n"
+                % (app.ingest.encode(), ctype.encode()))
+        for name, lengths in (("small first", (10, n)), ("real first", (n, 10)), ("zero first", (0, n)),
+                              ("three, the last differs", (n, n, n + 1))):
+            with self.subTest(name):
+                req = head + b"".join(b"Content-Length: %d\r\n" % l for l in lengths) + b"\r\n" + body
+                status, hdrs, resp_body, closed = self.raw_answer(req)
+                self.assertTrue(status.startswith("HTTP/1.1 400 "), (status, resp_body))
+                self.assertEqual(hdrs.get("Content-Type"), "application/json")
+                err = json.loads(resp_body)["error"]
+                self.assertEqual((err["code"], err["message"]), ("bad_request", "conflicting Content-Length headers"))
+                self.assertTrue(closed, "the connection stays open after the 400")
+                self.assertIsNone(self.report_row(meta["report_id"]))
+        # on a GET too
+        status, _, resp_body, _ = self.raw_answer(b"GET /v1/apps/apiapp/leaks HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer "
+                                                  + self.a.read.encode() + b"\r\nContent-Length: 0\r\nContent-Length: 2\r\n\r\nxx")
+        self.assertTrue(status.startswith("HTTP/1.1 400 "), (status, resp_body))
+        # one value repeated: accepted, the report stored
+        status, _, resp_body, _ = self.raw_answer(head + b"Content-Length: %d\r\nContent-Length: %d\r\n\r\n" % (n, n) + body)
+        self.assertTrue(status.startswith("HTTP/1.1 202 "), (status, resp_body))
+        self.assertEqual(json.loads(resp_body)["id"], meta["report_id"])
+
+    def test_admin_key_of_every_app_meta_app_not_an_app_name_is_400(self):
+        """Abuse finding 10: with an admin key of every app, a meta.app over 64 bytes was cut to
+        its first 64 and that app looked up (and uploaded to)."""
+        long_slug = "f10" + "a" * 61
+        self.assertEqual(len(long_slug), 64)
+        app = self.new_app(long_slug)
+        doc = H.traces_doc(H.synthetic_leak("com.example.F10Holder", "com.example.F10Screen"))
+        for name in (long_slug + "-x", "Apiapp", "-apiapp", "api app", "apiapp/..", "\u00e9t\u00e9"):
+            with self.subTest(name):
+                meta = H.make_meta(name, mode="traces")
+                r = self.http.upload(self.admin, meta, json.dumps(doc).encode(), "traces", "application/json")
+                self.assertError(r, 400, "bad_meta")
+                self.assertIn("meta.app must be an app name", r.json["error"]["message"])
+                self.assertIsNone(self.report_row(meta["report_id"]))
+        self.assertEqual(self.http.get("/v1/apps/%s/leaks" % long_slug, key=app.read).json["leaks"], [])
+        # a valid name of no app: 403, as before; the 64-byte app itself: stored
+        self.assertError(self.http.upload(self.admin, H.make_meta("nosuchapp", mode="traces"), json.dumps(doc).encode(),
+                                          "traces", "application/json"), 403, "forbidden")
+        meta = H.make_meta(long_slug, mode="traces")
+        r = self.http.upload(self.admin, meta, json.dumps(doc).encode(), "traces", "application/json")
+        self.assertEqual((r.status, r.json["app"]), (202, long_slug), r)
+        # an app's own key with another app's name, too long or not: 403 as before, quoted whole or not at all
+        for name, shown in ((long_slug + "-x", "(a name over 64 bytes)"), ("Apiapp", "Apiapp"),
+                            ("a" * 63 + "\u00e9", "(a name over 64 bytes)")):  # cut at 64 bytes: half an é, a 500
+            with self.subTest("app key", name=name):
+                r = self.http.upload(self.a.ingest, H.make_meta(name, mode="traces"), json.dumps(doc).encode(), "traces",
+                                     "application/json")
+                self.assertError(r, 403, "forbidden")
+                self.assertEqual(r.json["error"]["message"], 'this key uploads for app "apiapp", not "%s"' % shown)
+
+
 # =============================================================================================
 class T05_QuotaAndSlowDrip(ServerCase):
     workers = 1
