@@ -1,6 +1,7 @@
 /* hprof_reader.c — maps an HPROF file and measures its records, checking every bound. */
 #define _FILE_OFFSET_BITS 64
 #include "hprof_reader.h"
+#include "zstd_file.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -58,29 +59,44 @@ const char *lw__hprof_subtag_name(unsigned tag) {
     }
 }
 
-static lw_status parse_header(lw__hprof *h, lw_error *err) {
-    if (h->size == 0) return lw__fail(err, LW_ERR_FORMAT, "offset 0: empty file: not an HPROF heap dump");
-    uint64_t max = h->size < 64 ? h->size : 64;
-    const uint8_t *nul = memchr(h->data, 0, (size_t)max);
+/* The first bytes parse_header looks at for the version string and its NUL. */
+#define HPROF_HEAD 64
+_Static_assert(HPROF_HEAD <= LW__ZSTD_HEAD_MAX, "the zstd head check holds HPROF_HEAD bytes");
+
+/* The version string that starts an HPROF ("JAVA PROFILE 1.0.2" and a NUL), judged on the
+ * `size` bytes at `d`: copies it (printable ASCII) into `version` and sets *after to the offset
+ * past its NUL. The same verdict whether given the whole file or its first HPROF_HEAD bytes. */
+static lw_status parse_version(const uint8_t *d, uint64_t size, char *version, size_t version_size, uint64_t *after,
+                               lw_error *err) {
+    if (size == 0) return lw__fail(err, LW_ERR_FORMAT, "offset 0: empty file: not an HPROF heap dump");
+    uint64_t max = size < HPROF_HEAD ? size : HPROF_HEAD;
+    const uint8_t *nul = memchr(d, 0, (size_t)max);
     if (!nul) return lw__fail(err, LW_ERR_FORMAT, "offset 0: not an HPROF heap dump (no version string in the first %llu bytes)",
                               (unsigned long long)max);
-    size_t vlen = (size_t)(nul - h->data);
-    if (vlen >= sizeof h->version || strncmp((const char *)h->data, "JAVA PROFILE 1.0", 16) != 0) {
+    size_t vlen = (size_t)(nul - d);
+    if (vlen >= version_size || strncmp((const char *)d, "JAVA PROFILE 1.0", 16) != 0) {
         /* Quote only printable ASCII: the message ends up in logs and databases. */
         char shown[41];
         size_t n = vlen < 40 ? vlen : 40;
-        for (size_t i = 0; i < n; i++) shown[i] = h->data[i] >= 0x20 && h->data[i] < 0x7f ? (char)h->data[i] : '?';
+        for (size_t i = 0; i < n; i++) shown[i] = d[i] >= 0x20 && d[i] < 0x7f ? (char)d[i] : '?';
         shown[n] = 0;
         return lw__fail(err, LW_ERR_FORMAT, "offset 0: not an HPROF heap dump (header \"%s\")", shown);
     }
     for (size_t i = 0; i < vlen; i++) /* printable ASCII only: it is quoted in messages */
-        h->version[i] = h->data[i] >= 0x20 && h->data[i] < 0x7f ? (char)h->data[i] : '?';
-    h->version[vlen] = 0;
-    if (strcmp(h->version, "JAVA PROFILE 1.0.1") != 0 && strcmp(h->version, "JAVA PROFILE 1.0.2") != 0 &&
-        strcmp(h->version, "JAVA PROFILE 1.0.3") != 0)
+        version[i] = d[i] >= 0x20 && d[i] < 0x7f ? (char)d[i] : '?';
+    version[vlen] = 0;
+    if (strcmp(version, "JAVA PROFILE 1.0.1") != 0 && strcmp(version, "JAVA PROFILE 1.0.2") != 0 &&
+        strcmp(version, "JAVA PROFILE 1.0.3") != 0)
         return lw__fail(err, LW_ERR_FORMAT, "offset 0: unsupported HPROF version \"%s\" (1.0.1, 1.0.2 and 1.0.3 are read)",
-                        h->version);
-    uint64_t p = vlen + 1;
+                        version);
+    *after = vlen + 1;
+    return LW_OK;
+}
+
+static lw_status parse_header(lw__hprof *h, lw_error *err) {
+    uint64_t p;
+    lw_status st = parse_version(h->data, h->size, h->version, sizeof h->version, &p, err);
+    if (st != LW_OK) return st;
     if (h->size < p + 12)
         return lw__fail(err, LW_ERR_FORMAT, "offset %llu: truncated HPROF header (file is %llu bytes)",
                         (unsigned long long)p, (unsigned long long)h->size);
@@ -91,6 +107,14 @@ static lw_status parse_header(lw__hprof *h, lw_error *err) {
     h->timestamp_ms = lw__be64(h->data + p + 4);
     h->records_start = p + 12;
     return LW_OK;
+}
+
+/* The head check of a compressed dump: content that does not start as an HPROF is refused
+ * after its first block, not once the whole of it is on disk (a bomb of zeros). */
+static lw_status check_decompressed_head(const uint8_t *head, size_t n, lw_error *err) {
+    char version[sizeof ((lw__hprof *)0)->version];
+    uint64_t after;
+    return parse_version(head, n, version, sizeof version, &after, err);
 }
 
 lw_status lw__hprof_open_memory(lw__hprof *h, const void *data, uint64_t size, lw_error *err) {
@@ -154,7 +178,7 @@ lw_status lw__hprof_open_file(lw__hprof *h, const char *path, const lw_heap_opti
         }
         close(fd);
         uint64_t cap = opts && opts->max_decompressed_bytes ? opts->max_decompressed_bytes : (64ull << 30);
-        st = lw_zstd_decompress_file(path, h->tmp_path, cap, err);
+        st = lw__zstd_decompress_file_checked(path, h->tmp_path, cap, check_decompressed_head, HPROF_HEAD, err);
         if (st != LW_OK) goto fail;
         open_path = h->tmp_path;
     }

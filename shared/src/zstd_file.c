@@ -1,6 +1,6 @@
 /* zstd_file.c — stream a file through zstd in either direction, with a cap on output. */
 #define _FILE_OFFSET_BITS 64
-#include "common.h"
+#include "zstd_file.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -61,16 +61,96 @@ static lw_status close_pair(int in, int out, const char *out_path, lw_status st,
     return st;
 }
 
-lw_status lw_zstd_decompress_file(const char *in_path, const char *out_path, uint64_t max_bytes, lw_error *err) {
+/* Where decompressed bytes go: the cap, the head check, and the frame being decoded. */
+typedef struct sink {
+    int fd;
+    const char *in_path, *out_path;
+    uint64_t max_bytes, written;  /* written: bytes decoded so far (the cap counts them) */
+    lw__zstd_head_check check;    /* NULL once the head is accepted, or when none is judged */
+    size_t head_len, head_n;
+    uint8_t head[LW__ZSTD_HEAD_MAX];
+    /* zstd checks a frame's stated content size only at its end, so the bytes of a frame that
+     * lies about it are counted here to stop at the first one past it. */
+    uint64_t frame_out, frame_size; /* decoded by the current frame; its stated size (UINT64_MAX: none) */
+    int frame_pending;              /* its header is still being gathered into fh */
+    size_t fh_n;
+    uint8_t fh[18];                 /* ZSTD_FRAMEHEADERSIZE_MAX */
+} sink;
+
+/* Feeds the next `n` input bytes of a frame whose header is pending. */
+static void frame_feed(sink *s, const uint8_t *p, size_t n) {
+    if (!s->frame_pending) return;
+    size_t k = n < sizeof s->fh - s->fh_n ? n : sizeof s->fh - s->fh_n;
+    memcpy(s->fh + s->fh_n, p, k);
+    s->fh_n += k;
+    unsigned long long size = ZSTD_getFrameContentSize(s->fh, s->fh_n);
+    if (size == ZSTD_CONTENTSIZE_ERROR && s->fh_n < sizeof s->fh) return; /* more header to come */
+    /* a skippable frame states 0 and decodes to nothing; a bad header is the decoder's to report */
+    s->frame_size = size == ZSTD_CONTENTSIZE_ERROR || size == ZSTD_CONTENTSIZE_UNKNOWN ? UINT64_MAX : size;
+    s->frame_pending = 0;
+}
+
+/* A frame begins with the input byte `p`, `n` bytes of this read left. */
+static void frame_begin(sink *s, const uint8_t *p, size_t n) {
+    s->frame_out = 0;
+    s->frame_size = UINT64_MAX;
+    s->frame_pending = 1;
+    s->fh_n = 0;
+    frame_feed(s, p, n);
+}
+
+/* Runs the head check on what was gathered and, if it passes, writes it out. */
+static lw_status accept_head(sink *s, lw_error *err) {
+    lw_error e = {0};
+    lw_status st = s->check(s->head, s->head_n, &e);
+    s->check = NULL;
+    if (st != LW_OK) return lw__fail(err, st, "%.200s: decompressed content: %.300s", s->in_path, e.message);
+    if (write_all(s->fd, s->head, s->head_n) != 0)
+        return lw__fail(err, LW_ERR_IO, "%s: write failed: %s", s->out_path, strerror(errno));
+    return LW_OK;
+}
+
+/* Takes `n` decoded bytes: counts them against the cap and the frame's size, holds them back
+ * until the head is judged, writes them. */
+static lw_status emit(sink *s, const uint8_t *p, size_t n, lw_error *err) {
+    if (n > s->max_bytes - s->written)
+        return lw__fail(err, LW_ERR_LIMIT, "%s: decompresses to more than the %llu-byte cap", s->in_path,
+                        (unsigned long long)s->max_bytes);
+    s->written += n;
+    s->frame_out += n;
+    if (s->frame_out > s->frame_size)
+        return lw__fail(err, LW_ERR_FORMAT, "%s: zstd data corrupt: a frame decodes to more than the %llu bytes its "
+                        "header states", s->in_path, (unsigned long long)s->frame_size);
+    if (s->check) {
+        size_t k = n < s->head_len - s->head_n ? n : s->head_len - s->head_n;
+        memcpy(s->head + s->head_n, p, k);
+        s->head_n += k;
+        p += k;
+        n -= k;
+        if (s->head_n < s->head_len) return LW_OK;
+        lw_status st = accept_head(s, err);
+        if (st != LW_OK) return st;
+    }
+    if (n && write_all(s->fd, p, n) != 0)
+        return lw__fail(err, LW_ERR_IO, "%s: write failed: %s", s->out_path, strerror(errno));
+    return LW_OK;
+}
+
+lw_status lw__zstd_decompress_file_checked(const char *in_path, const char *out_path, uint64_t max_bytes,
+                                           lw__zstd_head_check check, size_t head_len, lw_error *err) {
     if (!in_path || !out_path) return lw__fail(err, LW_ERR_USAGE, "zstd: missing path");
+    if (check && (head_len == 0 || head_len > LW__ZSTD_HEAD_MAX))
+        return lw__fail(err, LW_ERR_USAGE, "zstd: head check of %zu bytes (1 to %d)", head_len, LW__ZSTD_HEAD_MAX);
     lw_status st = LW_OK;
     int in = -1, out = -1;
     ZSTD_DCtx *dctx = NULL;
     size_t in_cap = ZSTD_DStreamInSize(), out_cap = ZSTD_DStreamOutSize();
     uint8_t *ibuf = lw__malloc(in_cap), *obuf = lw__malloc(out_cap);
-    uint64_t written = 0, consumed = 0;
+    uint64_t consumed = 0;
     size_t last = 0;
     int any_input = 0;
+    sink s = {.fd = -1, .in_path = in_path, .out_path = out_path, .max_bytes = max_bytes, .check = check,
+              .head_len = head_len};
     if (!ibuf || !obuf || !(dctx = ZSTD_createDCtx())) {
         st = lw__fail(err, LW_ERR_NOMEM, "zstd: out of memory");
         goto out;
@@ -79,6 +159,8 @@ lw_status lw_zstd_decompress_file(const char *in_path, const char *out_path, uin
     ZSTD_DCtx_setParameter(dctx, ZSTD_d_windowLogMax, 31);
     st = open_pair(in_path, out_path, 0600, &in, &out, err);
     if (st != LW_OK) goto out;
+    s.fd = out;
+    frame_begin(&s, ibuf, 0);
     for (;;) {
         ssize_t n = read(in, ibuf, in_cap);
         if (n < 0) {
@@ -88,6 +170,7 @@ lw_status lw_zstd_decompress_file(const char *in_path, const char *out_path, uin
         }
         if (n == 0) break;
         any_input = 1;
+        frame_feed(&s, ibuf, (size_t)n);
         ZSTD_inBuffer ib = {ibuf, (size_t)n, 0};
         while (ib.pos < ib.size) {
             ZSTD_outBuffer ob = {obuf, out_cap, 0};
@@ -103,16 +186,10 @@ lw_status lw_zstd_decompress_file(const char *in_path, const char *out_path, uin
                               (unsigned long long)(consumed + ib.pos), ZSTD_getErrorName(last));
                 goto out;
             }
-            if (ob.pos > max_bytes - written || written + ob.pos > max_bytes) {
-                st = lw__fail(err, LW_ERR_LIMIT, "%s: decompresses to more than the %llu-byte cap", in_path,
-                              (unsigned long long)max_bytes);
-                goto out;
-            }
-            if (write_all(out, obuf, ob.pos) != 0) {
-                st = lw__fail(err, LW_ERR_IO, "%s: write failed: %s", out_path, strerror(errno));
-                goto out;
-            }
-            written += ob.pos;
+            st = emit(&s, obuf, ob.pos, err);
+            if (st != LW_OK) goto out;
+            /* 0: a frame ended here (decoded and flushed); the next input byte starts another */
+            if (last == 0) frame_begin(&s, ibuf + ib.pos, ib.size - ib.pos);
         }
         consumed += (uint64_t)n;
     }
@@ -126,16 +203,8 @@ lw_status lw_zstd_decompress_file(const char *in_path, const char *out_path, uin
             st = lw__fail(err, LW_ERR_FORMAT, "%s: zstd data corrupt: %s", in_path, ZSTD_getErrorName(last));
             goto out;
         }
-        if (ob.pos > max_bytes - written) {
-            st = lw__fail(err, LW_ERR_LIMIT, "%s: decompresses to more than the %llu-byte cap", in_path,
-                          (unsigned long long)max_bytes);
-            goto out;
-        }
-        if (write_all(out, obuf, ob.pos) != 0) {
-            st = lw__fail(err, LW_ERR_IO, "%s: write failed: %s", out_path, strerror(errno));
-            goto out;
-        }
-        written += ob.pos;
+        st = emit(&s, obuf, ob.pos, err);
+        if (st != LW_OK) goto out;
         if (ob.pos == 0) break;
     }
     if (!any_input || last != 0) {
@@ -143,12 +212,18 @@ lw_status lw_zstd_decompress_file(const char *in_path, const char *out_path, uin
                       in_path, (unsigned long long)consumed);
         goto out;
     }
+    /* content shorter than the head: judged whole */
+    if (s.check) st = accept_head(&s, err);
 out:
     st = close_pair(in, out, out_path, st, err);
     ZSTD_freeDCtx(dctx);
     lw__free(ibuf);
     lw__free(obuf);
     return st;
+}
+
+lw_status lw_zstd_decompress_file(const char *in_path, const char *out_path, uint64_t max_bytes, lw_error *err) {
+    return lw__zstd_decompress_file_checked(in_path, out_path, max_bytes, NULL, 0, err);
 }
 
 lw_status lw_zstd_compress_file(const char *in_path, const char *out_path, int level, lw_error *err) {

@@ -812,8 +812,9 @@ class Inputs:
         return self._once(name, make)
 
     def bomb(self):
-        """600 MB of zeros, zstd'd (a few tens of KB)."""
-        return self.zstd_of("bomb.zst", "head -c 600M /dev/zero")
+        """An HPROF header and 600 MB of zeros, zstd'd (a few tens of KB): the header passes the
+        check of the first decompressed bytes, so the cap is what stops it."""
+        return self.zstd_of("bomb.zst", "{ printf 'JAVA PROFILE 1.0.2\\0\\0\\0\\0\\10'; head -c 600M /dev/zero; }")
 
     def claims_size(self, size):
         """A 17-byte zstd frame whose header states `size` decompressed bytes (it holds none)."""

@@ -1230,6 +1230,33 @@ class T02_Ingest(ServerCase):
 
 
 # =============================================================================================
+    def test_zstd_bomb_that_is_no_heap_dump_fails_at_its_first_block(self):
+        # A frame without a content size (as zstd writes reading a pipe) of RLE blocks of
+        # zeros: 4 GiB from 128 KiB. Refused once its first bytes are seen not to be an HPROF
+        # header, not when the temp file has reached the cap (LEAKD_MAX_DECOMPRESSED_BYTES).
+        app = self.new_app()
+        before = self.tmp_snapshot()
+        bomb = os.path.join(self.server.tmp, "rle-bomb.zst")
+        block = 128 << 10
+        with open(bomb, "wb") as f:
+            f.write(b"\x28\xb5\x2f\xfd\x00\x38")  # magic; descriptor: no content size; window 128 KiB
+            rle = ((block << 3) | 2).to_bytes(3, "little") + b"\x00"  # an RLE block: 128 KiB of byte 0
+            f.write(rle * ((4 << 30) // block - 1) + ((block << 3) | 3).to_bytes(3, "little") + b"\x00")  # last
+        meta = H.make_meta(app.slug)
+        t0 = time.time()
+        r = self.http.upload_file(app.ingest, meta, bomb)
+        self.assertEqual(r.status, 202, r)
+        st, attempts, err, owner = self.wait_report(meta["report_id"], timeout=30)
+        took = time.time() - t0
+        self.assertEqual((st, attempts), ("failed", "1"), err)
+        self.assertIn("decompressed content: offset 0: not an HPROF heap dump", err)
+        self.assertNotIn("cap", err)
+        self.assertLess(took, 5)
+        self.assertIsNone(owner)
+        self.assertNoNewTmpFiles(before)
+        os.unlink(bomb)
+
+
 class T03_Grouping(ServerCase):
     """Occurrences, devices, leaked objects; fixed / regressed / ignored."""
 

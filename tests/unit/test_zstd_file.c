@@ -1,8 +1,10 @@
 /* test_zstd_file.c — zstd stream helpers: round trip, the decompression cap (bombs),
- * truncated and corrupt frames, and lw_heap_open on a compressed dump. */
+ * truncated and corrupt frames, frames longer than they state, and lw_heap_open on a
+ * compressed dump (refused after its first bytes when they are no HPROF). */
 #define _GNU_SOURCE
 #include <dirent.h>
 #include <setjmp.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -15,10 +17,12 @@
 #include <unistd.h>
 
 #include <cmocka.h>
+#include <zstd.h>
 
 #include "common.h"
 #include "heap_builder.h"
 #include "hprof_format.h"
+#include "zstd_file.h"
 
 static void write_file(const char *path, const void *d, size_t n) {
     FILE *f = fopen(path, "wb");
@@ -30,6 +34,55 @@ static void write_file(const char *path, const void *d, size_t n) {
 static int exists(const char *path) {
     struct stat sb;
     return stat(path, &sb) == 0;
+}
+
+static int dir_entries(const char *dir) {
+    DIR *dd = opendir(dir);
+    assert_non_null(dd);
+    int entries = 0;
+    for (struct dirent *e; (e = readdir(dd));) entries += e->d_name[0] != '.';
+    closedir(dd);
+    return entries;
+}
+
+/* Appends to `f` a zstd frame written by hand, as a bomb would be: window 2^17; a content
+ * size field stating `fcs` (none when UINT64_MAX); a raw block of `raw` zero bytes (when not
+ * 0), then `rle` zero bytes (a multiple of 128 KiB) as RLE blocks of 128 KiB, 4 bytes each. */
+static void put_frame(FILE *f, uint64_t fcs, size_t raw, uint64_t rle) {
+    uint8_t hdr[14] = {0x28, 0xb5, 0x2f, 0xfd, fcs == UINT64_MAX ? 0x00 : 0xc0, (17 - 10) << 3};
+    size_t hn = 6;
+    for (int i = 0; fcs != UINT64_MAX && i < 8; i++) hdr[hn++] = (uint8_t)(fcs >> (8 * i));
+    assert_int_equal(fwrite(hdr, 1, hn, f), hn);
+    uint64_t blocks = rle / (128 * 1024);
+    assert_true(raw <= 128 * 1024 && rle % (128 * 1024) == 0 && (raw || blocks));
+    if (raw) {
+        uint32_t bh = (uint32_t)raw << 3 | (blocks == 0); /* raw block, last if no RLE follows */
+        uint8_t b[3] = {(uint8_t)bh, (uint8_t)(bh >> 8), (uint8_t)(bh >> 16)};
+        assert_int_equal(fwrite(b, 1, 3, f), 3);
+        for (size_t i = 0; i < raw; i++) fputc(0, f);
+    }
+    for (uint64_t i = 0; i < blocks; i++) {
+        uint32_t bh = (128u * 1024) << 3 | 1u << 1 | (i == blocks - 1);
+        uint8_t b[4] = {(uint8_t)bh, (uint8_t)(bh >> 8), (uint8_t)(bh >> 16), 0};
+        assert_int_equal(fwrite(b, 1, 4, f), 4);
+    }
+}
+
+/* Runs `fn(arg)` in a child that may write at most `limit` bytes to any file (RLIMIT_FSIZE:
+ * one byte more fails with EFBIG), and returns what it _exits with. */
+static int in_child_writing_at_most(rlim_t limit, int (*fn)(void *), void *arg) {
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        signal(SIGXFSZ, SIG_IGN);
+        struct rlimit lim = {limit, limit};
+        if (setrlimit(RLIMIT_FSIZE, &lim) != 0) _exit(99);
+        _exit(fn(arg));
+    }
+    int status = 0;
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    assert_true(WIFEXITED(status));
+    return WEXITSTATUS(status);
 }
 
 static void test_compress_decompress_round_trip(void **state) {
@@ -75,6 +128,9 @@ static void test_decompression_bomb_hits_cap_and_output_is_removed(void **state)
     FILE *f = fopen(in, "wb");
     assert_non_null(f);
     assert_int_equal(ftruncate(fileno(f), 64 << 20), 0); /* 64 MiB of zeros */
+    /* that start as an HPROF: lw_heap_open judges the head before it meets the cap */
+    static const char header[] = HB_JVM "\0\0\0\0\4\0\0\0\0\0\0\0\0";
+    assert_int_equal(fwrite(header, 1, sizeof header - 1, f), sizeof header - 1);
     fclose(f);
     lw_error err = {0};
     assert_int_equal(lw_zstd_compress_file(in, z, 3, &err), LW_OK);
@@ -221,6 +277,263 @@ static void test_heap_open_reads_a_zstd_dump_like_the_plain_one(void **state) {
     hb_free(b);
 }
 
+/* ---- the content's head is judged before any of it is written ---------------------------- */
+
+typedef struct open_args {
+    const char *path;
+    const lw_heap_options *o;
+} open_args;
+
+static int open_no_hprof(void *arg) {
+    const open_args *a = arg;
+    lw_error err = {0};
+    lw_heap *heap = NULL;
+    lw_status st = lw_heap_open(&heap, a->path, a->o, &err);
+    if (heap) return 2;
+    if (st != LW_OK && st != LW_ERR_FORMAT) fprintf(stderr, "child: %s\n", err.message);
+    if (st != LW_ERR_FORMAT) return 10 + (int)st;
+    return strstr(err.message, ": decompressed content: offset 0: not an HPROF heap dump (header \"\")") ? 0 : 3;
+}
+
+/* A frame without a content size (legitimate: the zstd CLI reading a pipe writes none) of
+ * RLE blocks of zeros: 2 GiB from 64 KiB. lw_heap_open used to write it all to its temp file,
+ * up to the cap, before it looked at the header. */
+static void test_heap_open_refuses_a_bomb_that_is_no_hprof_before_writing_it(void **state) {
+    (void)state;
+    char *z = hb_temp_path(".zst");
+    FILE *f = fopen(z, "wb");
+    assert_non_null(f);
+    put_frame(f, UINT64_MAX, 0, 2ull << 30);
+    fclose(f);
+    char dir[] = "/tmp/lw-unit-zdir-XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    lw_heap_options o = {.struct_size = sizeof o, .max_decompressed_bytes = 1ull << 30, .tmp_dir = dir};
+    open_args a = {z, &o};
+    /* in a child that may write no byte to a file (before: "File too large", an IO error) */
+    assert_int_equal(in_child_writing_at_most(0, open_no_hprof, &a), 0);
+    assert_int_equal(dir_entries(dir), 0);
+    /* the format error, not the cap's, and the message says whose content it is */
+    lw_error err = {0};
+    lw_heap *heap = NULL;
+    assert_int_equal(lw_heap_open(&heap, z, &o, &err), LW_ERR_FORMAT);
+    assert_null(heap);
+    assert_int_equal(err.status, LW_ERR_FORMAT);
+    assert_true(strncmp(err.message, z, strlen(z)) == 0);
+    assert_string_equal(err.message + strlen(z),
+                        ": decompressed content: offset 0: not an HPROF heap dump (header \"\")");
+    assert_int_equal(dir_entries(dir), 0);
+    /* other content: quoted as for a plain file; an HPROF of another version: named */
+    static const struct {
+        const char *content;
+        const char *says;
+    } cases[] = {
+        {"PK\3\4 a zip file", "not an HPROF heap dump (header \"PK?? a zip file\")"},
+        {"JAVA PROFILE 1.0.9", "unsupported HPROF version \"JAVA PROFILE 1.0.9\""},
+        {"", "empty file: not an HPROF heap dump"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char *plain = hb_temp_path(".bin");
+        write_file(plain, cases[i].content, strlen(cases[i].content) + (i < 2)); /* the NUL too */
+        assert_int_equal(lw_zstd_compress_file(plain, z, 3, &err), LW_OK);
+        assert_int_equal(lw_heap_open(&heap, z, &o, &err), LW_ERR_FORMAT);
+        if (!strstr(err.message, "decompressed content: offset 0: ") || !strstr(err.message, cases[i].says))
+            fail_msg("case %zu: %s", i, err.message);
+        assert_int_equal(dir_entries(dir), 0);
+        unlink(plain);
+        free(plain);
+    }
+    rmdir(dir);
+    unlink(z);
+    free(z);
+}
+
+/* A real dump compressed without a content size, and one whose head is spread over frames of
+ * 1, 5 and 20 bytes (each stating its size): both open as the plain file does. */
+static void test_hprof_without_content_size_or_with_its_head_over_frames_opens(void **state) {
+    (void)state;
+    hb *b = hb_new(HB_JVM, 8);
+    uint64_t h = hb_class(b, "Holder", NULL, NULL, "x:O");
+    hb_class(b, "Leak", NULL, NULL, NULL);
+    uint64_t l = hb_instance(b, "Leak");
+    hb_set_static(b, h, "x", l);
+    hb_watch(b, l, "k", "d", 1);
+    for (int i = 0; i < 100; i++) hb_jstring(b, "some string content to compress");
+    char *plain = hb_write_temp(b);
+    char *z = hb_temp_path(".zst");
+    size_t n;
+    uint8_t *d = hb_read_file(plain, &n);
+    assert_true(n > 200);
+    char dir[] = "/tmp/lw-unit-zdir-XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    lw_heap_options o = {.struct_size = sizeof o, .tmp_dir = dir};
+    lw_error err = {0};
+    lw_heap *hp = NULL;
+    assert_int_equal(lw_heap_open(&hp, plain, NULL, &err), LW_OK);
+    lw_heap_summary sp;
+    lw_heap_get_summary(hp, &sp);
+    lw_heap_free(hp);
+    for (int round = 0; round < 2; round++) {
+        if (round == 0) {
+            assert_int_equal(lw_zstd_compress_file(plain, z, 3, &err), LW_OK);
+            size_t zn;
+            uint8_t *zd = hb_read_file(z, &zn);
+            assert_true(ZSTD_getFrameContentSize(zd, zn) == ZSTD_CONTENTSIZE_UNKNOWN);
+            free(zd);
+        } else {
+            FILE *f = fopen(z, "wb");
+            assert_non_null(f);
+            size_t pieces[] = {1, 5, 20, n - 26}, at = 0;
+            for (size_t i = 0; i < 4; i++) {
+                size_t cap = ZSTD_compressBound(pieces[i]);
+                void *out = malloc(cap);
+                size_t zn = ZSTD_compress(out, cap, d + at, pieces[i], 3);
+                assert_false(ZSTD_isError(zn));
+                assert_int_equal(fwrite(out, 1, zn, f), zn);
+                free(out);
+                at += pieces[i];
+            }
+            fclose(f);
+        }
+        lw_heap *hz = NULL;
+        if (lw_heap_open(&hz, z, &o, &err) != LW_OK) fail_msg("round %d: %s", round, err.message);
+        lw_heap_summary sz;
+        lw_heap_get_summary(hz, &sz);
+        assert_int_equal(sp.file_bytes, sz.file_bytes);
+        assert_int_equal(sp.records, sz.records);
+        assert_int_equal(sp.instances, sz.instances);
+        lw_heap_free(hz);
+        assert_int_equal(dir_entries(dir), 0);
+    }
+    rmdir(dir);
+    unlink(plain);
+    unlink(z);
+    free(plain);
+    free(z);
+    free(d);
+    hb_free(b);
+}
+
+/* The head check of the internal entry: called once, on exactly head_len bytes however the
+ * frames split them, or on the whole content when it is shorter; a refusal writes nothing. */
+static uint8_t seen[LW__ZSTD_HEAD_MAX];
+static size_t seen_n;
+static int seen_calls;
+static lw_status record_head(const uint8_t *head, size_t n, lw_error *err) {
+    memcpy(seen, head, n);
+    seen_n = n;
+    seen_calls++;
+    return seen[0] == 'y' ? LW_OK : lw__fail(err, LW_ERR_FORMAT, "not mine (%zu bytes)", n);
+}
+
+static void test_head_check_sees_the_first_bytes_once(void **state) {
+    (void)state;
+    char *z = hb_temp_path(".zst"), *out = hb_temp_path(".out");
+    static const char content[] = "yes, this content is 48 bytes long, as it says.";
+    lw_error err = {0};
+    const size_t lens[] = {10, 48, 64}; /* the head: shorter than, as long as, longer than the content */
+    for (size_t k = 0; k < 3; k++) {
+        for (int refuse = 0; refuse < 2; refuse++) {
+            char c[sizeof content];
+            memcpy(c, content, sizeof content);
+            if (refuse) c[0] = 'n';
+            FILE *f = fopen(z, "wb");
+            size_t pieces[] = {1, 2, 45}, at = 0;
+            for (size_t i = 0; i < 3; i++) {
+                uint8_t fr[128];
+                size_t zn = ZSTD_compress(fr, sizeof fr, c + at, pieces[i], 1);
+                assert_false(ZSTD_isError(zn));
+                assert_int_equal(fwrite(fr, 1, zn, f), zn);
+                at += pieces[i];
+            }
+            fclose(f);
+            seen_calls = 0;
+            lw_status st = lw__zstd_decompress_file_checked(z, out, 1 << 20, record_head, lens[k], &err);
+            assert_int_equal(seen_calls, 1);
+            size_t want = lens[k] < 48 ? lens[k] : 48;
+            assert_int_equal(seen_n, want);
+            assert_memory_equal(seen, c, want);
+            if (refuse) {
+                assert_int_equal(st, LW_ERR_FORMAT);
+                char msg[256];
+                snprintf(msg, sizeof msg, "%s: decompressed content: not mine (%zu bytes)", z, want);
+                assert_string_equal(err.message, msg);
+                assert_false(exists(out));
+            } else {
+                assert_int_equal(st, LW_OK);
+                size_t m;
+                uint8_t *back = hb_read_file(out, &m);
+                assert_int_equal(m, 48);
+                assert_memory_equal(back, c, 48);
+                free(back);
+            }
+        }
+    }
+    /* empty content: judged as empty */
+    write_file(out, "", 0);
+    assert_int_equal(lw_zstd_compress_file(out, z, 3, &err), LW_OK);
+    seen_calls = 0;
+    assert_int_equal(lw__zstd_decompress_file_checked(z, out, 1 << 20, record_head, 8, &err), LW_ERR_FORMAT);
+    assert_int_equal(seen_calls, 1);
+    assert_int_equal(seen_n, 0);
+    assert_false(exists(out));
+    assert_int_equal(lw__zstd_decompress_file_checked(z, out, 1 << 20, record_head, LW__ZSTD_HEAD_MAX + 1, &err),
+                     LW_ERR_USAGE);
+    unlink(z);
+    free(z);
+    free(out);
+}
+
+/* ---- a frame that decodes to more than it states --------------------------------------- */
+
+typedef struct liar_args {
+    const char *z, *out;
+} liar_args;
+
+static int decompress_liar(void *arg) {
+    const liar_args *a = arg;
+    lw_error err = {0};
+    lw_status st = lw_zstd_decompress_file(a->z, a->out, 1ull << 40, &err);
+    if (st != LW_ERR_FORMAT) fprintf(stderr, "child: %s\n", err.message);
+    if (st != LW_ERR_FORMAT) return 10 + (int)st;
+    if (!strstr(err.message, "zstd data corrupt: a frame decodes to more than the 1048576 bytes its header states"))
+        return 3;
+    return exists(a->out) ? 4 : 0;
+}
+
+/* zstd compares a frame's output with the size its header states only at the frame's end (a
+ * window smaller than that size leaves the rest unchecked): stop at the first byte past it.
+ * The lying frame follows an honest one, its header across two reads of the input. */
+static void test_frame_that_decodes_past_its_stated_size_stops_there(void **state) {
+    (void)state;
+    char *z = hb_temp_path(".zst"), *out = hb_temp_path(".out");
+    size_t raw = ZSTD_DStreamInSize() - 7 - 14 - 3; /* the next frame's 14-byte header: 7 bytes in each read */
+    assert_true(raw <= 128 * 1024);
+    FILE *f = fopen(z, "wb");
+    assert_non_null(f);
+    put_frame(f, raw, raw, 0);
+    put_frame(f, 1 << 20, 0, 64 << 20); /* states 1 MiB, holds 64 */
+    fclose(f);
+    liar_args a = {z, out};
+    /* before: 65 MiB written ("File too large" past 2 MiB), then "Data corruption detected" */
+    assert_int_equal(in_child_writing_at_most(2 << 20, decompress_liar, &a), 0);
+    /* the honest frames decode */
+    f = fopen(z, "wb");
+    assert_non_null(f);
+    put_frame(f, raw, raw, 0);
+    put_frame(f, 1 << 20, 0, 1 << 20);
+    put_frame(f, UINT64_MAX, 0, 1 << 20);
+    fclose(f);
+    lw_error err = {0};
+    assert_int_equal(lw_zstd_decompress_file(z, out, 1ull << 40, &err), LW_OK);
+    struct stat sb;
+    assert_int_equal(stat(out, &sb), 0);
+    assert_int_equal(sb.st_size, raw + (2 << 20));
+    unlink(z);
+    unlink(out);
+    free(z);
+    free(out);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_compress_decompress_round_trip),
@@ -228,6 +541,10 @@ int main(void) {
         cmocka_unit_test(test_truncated_and_corrupt_zstd_are_format_errors),
         cmocka_unit_test(test_window_over_the_memory_limit_is_nomem),
         cmocka_unit_test(test_heap_open_reads_a_zstd_dump_like_the_plain_one),
+        cmocka_unit_test(test_heap_open_refuses_a_bomb_that_is_no_hprof_before_writing_it),
+        cmocka_unit_test(test_hprof_without_content_size_or_with_its_head_over_frames_opens),
+        cmocka_unit_test(test_head_check_sees_the_first_bytes_once),
+        cmocka_unit_test(test_frame_that_decodes_past_its_stated_size_stops_there),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
