@@ -42,6 +42,8 @@ static const setting settings[] = {
     I("LEAKD_CONNECTION_LIMIT", "--connection-limit", connection_limit, "256", 1, "simultaneous HTTP connections"),
     U("LEAKD_INGEST_MEMORY", "--ingest-memory", ingest_memory, "16777216",
       "traces report bodies read and stored at once, in bytes; more wait their turn (0 = no limit)"),
+    I("LEAKD_INGEST_WAIT", "--ingest-wait", ingest_wait_s, "10", 1,
+      "seconds an upload may wait for room in LEAKD_INGEST_MEMORY before it is answered 503"),
     I("LEAKD_CONNECTION_TIMEOUT", "--connection-timeout", connection_timeout_s, "30", 1,
       "seconds a connection may stay silent while a request is under way"),
     I("LEAKD_HEADER_TIMEOUT", "--header-timeout", header_timeout_s, "10", 0,
@@ -85,6 +87,7 @@ const char ld_config_help[] =
     "  --quota-bytes-per-day N     LEAKD_QUOTA_BYTES_PER_DAY    per key, 429 above (10 GiB; 0 = none)\n"
     "  --connection-limit N        LEAKD_CONNECTION_LIMIT       simultaneous connections (256)\n"
     "  --ingest-memory N           LEAKD_INGEST_MEMORY          traces bodies handled at once (16M; 0 = no limit)\n"
+    "  --ingest-wait S             LEAKD_INGEST_WAIT            wait for room in it, then 503 (10)\n"
     "  --connection-timeout S      LEAKD_CONNECTION_TIMEOUT     silence allowed within a request (30)\n"
     "  --header-timeout S          LEAKD_HEADER_TIMEOUT         seconds to send a request's headers (10; 0 = none)\n"
     "  --min-upload-rate N         LEAKD_MIN_UPLOAD_RATE        bytes/s after 10 s (4096)\n"

@@ -19,6 +19,7 @@ typedef struct ld_config {
     uint64_t quota_bytes_per_day; /* LEAKD_QUOTA_BYTES_PER_DAY, per key, default 10 GiB; 0 = none */
     int connection_limit;         /* LEAKD_CONNECTION_LIMIT, default 256 */
     uint64_t ingest_memory;       /* LEAKD_INGEST_MEMORY: traces bodies held at once, default 16 MiB (0: no limit) */
+    int ingest_wait_s;            /* LEAKD_INGEST_WAIT: seconds an upload may wait for room in it (then 503), default 10 */
     int connection_timeout_s;     /* LEAKD_CONNECTION_TIMEOUT, idle seconds, default 30 */
     int header_timeout_s;         /* LEAKD_HEADER_TIMEOUT: seconds to get a request's headers in, default 10; 0 = none */
     uint64_t min_upload_rate;     /* LEAKD_MIN_UPLOAD_RATE, bytes/s after the first 10 s, default 4096 */

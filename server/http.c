@@ -124,7 +124,8 @@ static struct {
 } keywait = {PTHREAD_MUTEX_INITIALIZER, NULL, 0, {NULL, NULL}, NULL};
 
 /* The memory budget of request bodies held in memory (ld_req_admit): bytes held, and who
- * waits, oldest first. */
+ * waits, oldest first. Neither holding nor waiting lasts: a holder's body must have come by
+ * its deadline, and a request waits LEAKD_INGEST_WAIT seconds at most (turns_watch). */
 static struct {
     pthread_mutex_t mu;
     uint64_t held, budget; /* budget 0: none */
@@ -133,7 +134,20 @@ static struct {
     int stopped;           /* no more waiting: new ones go on at once */
     atomic_ullong waited;  /* requests that waited, for /metrics */
     atomic_uint waiting;
-} turns = {.mu = PTHREAD_MUTEX_INITIALIZER};
+    ld_req *holding;       /* the holders, newest first */
+    double wait_limit;     /* LEAKD_INGEST_WAIT */
+    pthread_t watch;       /* turns_watch, while `watching` */
+    pthread_cond_t tick;
+    int watching, quit;
+} turns = {.mu = PTHREAD_MUTEX_INITIALIZER, .tick = PTHREAD_COND_INITIALIZER};
+
+/* The deadline of a body that holds a share of the budget, from when it may be read: 10 s,
+ * plus its length at 128 KiB/s (1 Mbit/s). A device's traces report is ~10 KB (its 10 s are
+ * 1 KB/s), and at the largest (8 MiB + 128 KiB: 75 s) it asks for the uplink of a poor 3G
+ * connection; without it, a client that kept up LEAKD_MIN_UPLOAD_RATE (4 KiB/s) held 8 MiB
+ * of the budget for ~35 minutes, and everyone waited behind it (abuse audit 2026-12-03). */
+#define LD_TURN_GRACE_S 10.0
+#define LD_TURN_RATE (128.0 * 1024)
 
 static double mono(void) {
     struct timespec t;
@@ -147,7 +161,13 @@ const char *ld_req_header(ld_req *r, const char *name) {
 
 /* A repeat of a stored report (200) or an upload the server failed (5xx) gives its take of the
  * key's quota back, before its answer goes out (a client's next upload may follow the answer
- * at once). One refused for its content (4xx) keeps it: it took the bandwidth the quota guards. */
+ * at once). One refused for its content (4xx) keeps its count and the bytes it sent: it took
+ * the bandwidth the quota guards. But the quota was taken by its Content-Length, before any
+ * body byte: the part of it never sent goes back when the request ends (on_completed: a 4xx
+ * after the take is answered at the end of its body, which is drained, so nothing is owed
+ * back before its answer; bytes drained after it was decided count too). Before, ten
+ * requests declaring 1 GiB that sent 54 bytes each locked a key out for a day (abuse audit
+ * 2026-12-03). */
 static void quota_settle(ld_req *r, unsigned status) {
     if (!r->quota_taken || (status != 200 && status < 500)) return;
     ld_quota_give_back(r->srv->quota, r->who.key_id, r->quota_bytes);
@@ -257,16 +277,57 @@ int ld_req_off_loop(ld_req *r, void (*fn)(ld_req *r)) {
     return 1;
 }
 
+/* Takes `bytes` of the budget for r, whose body may be read from `now` on (locked). */
+static void hold(ld_req *r, uint64_t bytes, double now) {
+    turns.held += bytes;
+    turns.holders++;
+    r->turn_bytes = bytes;
+    r->reading_since = now;
+    r->turn_deadline = now + LD_TURN_GRACE_S + (double)bytes / LD_TURN_RATE;
+    r->turn_prev = NULL;
+    r->turn_next = turns.holding;
+    if (turns.holding) turns.holding->turn_prev = r;
+    turns.holding = r;
+}
+
+/* The oldest waiting take their shares while they fit (locked): the list of them (through
+ * next_waiting), to resume once unlocked. */
+static ld_req *admit_waiting(double now) {
+    ld_req *go = NULL, **link = &go;
+    while (turns.head && (!turns.holders || turns.held + turns.head->turn_want <= turns.budget)) {
+        ld_req *w = turns.head;
+        turns.head = w->next_waiting;
+        if (!turns.head) turns.tail = NULL;
+        w->turn_queued = 0;
+        hold(w, w->turn_want, now);
+        w->next_waiting = NULL;
+        *link = w;
+        link = &w->next_waiting;
+        atomic_fetch_sub(&turns.waiting, 1);
+    }
+    return go;
+}
+
+static void resume_list(ld_req *list) {
+    while (list) {
+        ld_req *w = list;
+        list = w->next_waiting; /* read first: once resumed, w may end at any time */
+        ld_req_resume(w);
+    }
+}
+
 int ld_req_admit(ld_req *r, uint64_t bytes, void (*then)(ld_req *r)) {
-    r->reading_since = mono();
+    double now = mono();
+    r->reading_since = now;
     if (r->turn_bytes || !turns.budget || !bytes) return 0;
+    /* for turns_watch, which must not call libmicrohttpd on a connection it does not run */
+    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(r->conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+    r->turn_fd = ci ? ci->connect_fd : -1;
     pthread_mutex_lock(&turns.mu);
     /* First come, first served: nobody overtakes a waiting request, and one always goes on
      * (a body over the whole budget waits until it is alone). */
     if (turns.stopped || (!turns.head && (!turns.holders || turns.held + bytes <= turns.budget))) {
-        turns.held += bytes;
-        turns.holders++;
-        r->turn_bytes = bytes;
+        hold(r, bytes, now);
         pthread_mutex_unlock(&turns.mu);
         return 0;
     }
@@ -275,6 +336,7 @@ int ld_req_admit(ld_req *r, uint64_t bytes, void (*then)(ld_req *r)) {
         return -1;
     }
     r->turn_want = bytes;
+    r->turn_queued = 1;
     r->next_waiting = NULL;
     if (turns.tail) turns.tail->next_waiting = r;
     else turns.head = r;
@@ -287,31 +349,32 @@ int ld_req_admit(ld_req *r, uint64_t bytes, void (*then)(ld_req *r)) {
 
 /* The request's bytes go back to the budget: the oldest waiting go on while they fit. */
 static void turn_end(ld_req *r) {
-    if (!r->turn_bytes) return;
+    /* (a request still waiting cannot end: it is suspended, and suspended ones are resumed
+     * before the daemons stop; turn_queued is looked at all the same) */
+    if (!r->turn_bytes && !r->turn_queued) return;
     pthread_mutex_lock(&turns.mu);
-    turns.held -= r->turn_bytes;
-    turns.holders--;
-    r->turn_bytes = 0;
-    ld_req *go = NULL, **link = &go;
-    while (turns.head && (!turns.holders || turns.held + turns.head->turn_want <= turns.budget)) {
-        ld_req *w = turns.head;
-        turns.head = w->next_waiting;
-        if (!turns.head) turns.tail = NULL;
-        turns.held += w->turn_want;
-        turns.holders++;
-        w->turn_bytes = w->turn_want;
-        w->next_waiting = NULL;
-        *link = w;
-        link = &w->next_waiting;
-        atomic_fetch_sub(&turns.waiting, 1);
+    if (r->turn_queued) {
+        ld_req **p = &turns.head, *prev = NULL;
+        while (*p && *p != r) prev = *p, p = &(*p)->next_waiting;
+        if (*p) {
+            *p = r->next_waiting;
+            if (turns.tail == r) turns.tail = prev;
+            atomic_fetch_sub(&turns.waiting, 1);
+        }
+        r->turn_queued = 0;
     }
+    if (r->turn_bytes) {
+        turns.held -= r->turn_bytes;
+        turns.holders--;
+        r->turn_bytes = 0;
+        if (r->turn_prev) r->turn_prev->turn_next = r->turn_next;
+        else turns.holding = r->turn_next;
+        if (r->turn_next) r->turn_next->turn_prev = r->turn_prev;
+        r->turn_prev = r->turn_next = NULL;
+    }
+    ld_req *go = turns.head ? admit_waiting(mono()) : NULL;
     pthread_mutex_unlock(&turns.mu);
-    while (go) {
-        ld_req *w = go;
-        go = w->next_waiting;
-        w->reading_since = mono();
-        ld_req_resume(w);
-    }
+    resume_list(go);
 }
 
 /* Stopping: whoever still waits for memory is answered 503 once resumed (turn_refused), and
@@ -321,14 +384,95 @@ static void turns_stop(void) {
     ld_req *list = turns.head;
     turns.head = turns.tail = NULL;
     turns.stopped = 1;
-    pthread_mutex_unlock(&turns.mu);
-    while (list) {
-        ld_req *r = list, *next = r->next_waiting;
+    for (ld_req *r = list; r; r = r->next_waiting) {
+        r->turn_queued = 0;
         r->turn_refused = 1;
         atomic_fetch_sub(&turns.waiting, 1);
-        ld_req_resume(r);
-        list = next;
     }
+    pthread_mutex_unlock(&turns.mu);
+    resume_list(list);
+}
+
+/* An upload that waited LEAKD_INGEST_WAIT seconds for its share, instead of reading its body. */
+static void turn_wait_over(ld_req *r) {
+    ld_respond_error(r, 503, "unavailable", "the server is busy with other uploads; retry later");
+    ld_respond_retry_after(r, (int)turns.wait_limit);
+}
+
+/* Four times a second, under the budget's lock: a request that has waited LEAKD_INGEST_WAIT
+ * seconds leaves the queue and is resumed to be answered 503 (turn_wait_over), which may let
+ * those behind it go on; a holder whose body has not all come by its deadline has its socket
+ * shut down, which libmicrohttpd sees as the client going away: the request ends, and its
+ * share goes back (turn_end). Either is in its list only until it leaves it under this lock,
+ * and a holder's request, hence its socket, outlives its place in the list (turn_end runs
+ * in on_completed, before libmicrohttpd closes the socket): nothing here reaches a request
+ * that has gone, or a descriptor reused. Only the event threads touch a request's
+ * connection (libmicrohttpd's calls on it are not thread-safe), so the socket is the one
+ * ld_req_admit took. Not the path of LEAKD_MIN_UPLOAD_RATE's drop (on_request returns
+ * MHD_NO with a chunk): a holder that sends nothing gets no call to return it from. */
+static void *turns_watch(void *arg) {
+    (void)arg;
+    pthread_mutex_lock(&turns.mu);
+    while (!turns.quit) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        ts.tv_nsec += 250 * 1000 * 1000;
+        if (ts.tv_nsec >= 1000000000L) ts.tv_sec++, ts.tv_nsec -= 1000000000L;
+        pthread_cond_timedwait(&turns.tick, &turns.mu, &ts);
+        if (turns.quit) break;
+        double now = mono();
+        ld_req *over = NULL, **link = &over;
+        while (turns.head && now - turns.head->reading_since >= turns.wait_limit) {
+            ld_req *w = turns.head;
+            turns.head = w->next_waiting;
+            if (!turns.head) turns.tail = NULL;
+            w->turn_queued = 0;
+            w->then = turn_wait_over; /* it is suspended: read once resumed */
+            w->next_waiting = NULL;
+            *link = w;
+            link = &w->next_waiting;
+            atomic_fetch_sub(&turns.waiting, 1);
+        }
+        ld_req *go = over && turns.head ? admit_waiting(now) : NULL;
+        for (ld_req *h = turns.holding; h; h = h->turn_next) {
+            if (!h->turn_deadline || now < h->turn_deadline) continue;
+            h->turn_deadline = 0;
+            if (atomic_load_explicit(&h->body_read, memory_order_relaxed) || h->turn_fd < 0) continue;
+            ld_warn("req=%s %s %s: dropping an upload past its deadline: it holds %llu bytes of LEAKD_INGEST_MEMORY "
+                    "and its body did not all come in %.0f s (10 s + its length at 128 KiB/s)",
+                    h->id, h->method, h->url, (unsigned long long)h->turn_bytes, now - h->reading_since);
+            atomic_store_explicit(&h->turn_dropped, 1, memory_order_relaxed);
+            atomic_fetch_add(&h->srv->metrics.reports_refused, 1);
+            shutdown(h->turn_fd, SHUT_RDWR);
+        }
+        pthread_mutex_unlock(&turns.mu);
+        resume_list(over);
+        resume_list(go);
+        pthread_mutex_lock(&turns.mu);
+    }
+    pthread_mutex_unlock(&turns.mu);
+    return NULL;
+}
+
+static int turns_watch_start(char *err, size_t cap) {
+    turns.quit = 0;
+    int rc = pthread_create(&turns.watch, NULL, turns_watch, NULL);
+    if (rc != 0) {
+        snprintf(err, cap, "cannot start the ingest memory's watch: %s", strerror(rc));
+        return -1;
+    }
+    turns.watching = 1;
+    return 0;
+}
+
+static void turns_watch_stop(void) {
+    if (!turns.watching) return;
+    pthread_mutex_lock(&turns.mu);
+    turns.quit = 1;
+    pthread_cond_signal(&turns.tick);
+    pthread_mutex_unlock(&turns.mu);
+    pthread_join(turns.watch, NULL);
+    turns.watching = 0;
 }
 
 void ld_http_turns(unsigned long long *waited, unsigned *waiting) {
@@ -500,6 +644,8 @@ static int has_body(struct MHD_Connection *conn) {
  * or for another thread's answer, or queues the prepared response, or reads on. `at_end`:
  * the body has been read (the final call). */
 static enum MHD_Result step_done(ld_req *r, int at_end) {
+    /* its body has all come: no deadline for its share of the memory budget (turns_watch) */
+    if (at_end && r->turn_bytes) atomic_store_explicit(&r->body_read, 1, memory_order_relaxed);
     if (r->off_loop) {
         if (ld_req_suspend(r, NULL) != 0) {
             r->off_loop = NULL;
@@ -680,8 +826,18 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **req_cls,
     else
         ld_info("req=%s %s %s %u %.1fms in=%llu %s%s%s", r->id, r->method, r->url, r->status, ms,
                 (unsigned long long)r->body_bytes, who, r->note[0] ? " " : "", r->note);
-    /* an upload that ended before it had an answer (the client went away) stored nothing */
-    if (r->quota_taken && !r->status) ld_quota_give_back(r->srv->quota, r->who.key_id, r->quota_bytes);
+    /* The bytes read are spent, whatever the outcome (a 200 or a 5xx gave everything back in
+     * quota_settle): what the upload did not send goes back. An upload that ended before it
+     * had an answer (the client went away) stored nothing, so it does not count as a report
+     * either, unless leakd dropped it at its deadline in LEAKD_INGEST_MEMORY: a refusal, which
+     * keeps its count like a 4xx. */
+    if (r->quota_taken) {
+        uint64_t unread = r->body_bytes < r->quota_bytes ? r->quota_bytes - r->body_bytes : 0;
+        if (!r->status && !atomic_load_explicit(&r->turn_dropped, memory_order_relaxed))
+            ld_quota_give_back(r->srv->quota, r->who.key_id, unread);
+        else if (unread)
+            ld_quota_give_back_bytes(r->srv->quota, r->who.key_id, unread);
+    }
     if (r->body && r->body->cleanup) r->body->cleanup(r);
     if (r->resp) MHD_destroy_response(r->resp);
     turn_end(r);
@@ -855,6 +1011,7 @@ static void acceptor_stop(void) {
 static void undo_start(ld_server *s) {
     for (int k = 0; k < n_api_daemons; k++) MHD_stop_daemon(api_daemons[k]);
     n_api_daemons = 0;
+    turns_watch_stop();
     ld_conn_watch_stop(watch);
     watch = NULL;
     ld_linger_stop(lingerer);
@@ -903,6 +1060,14 @@ int ld_http_start(ld_server *s, char *err, size_t cap) {
     turns.held = 0;
     turns.holders = 0;
     turns.stopped = 0;
+    turns.holding = NULL;
+    turns.wait_limit = s->cfg.ingest_wait_s > 0 ? s->cfg.ingest_wait_s : 10;
+    if (turns.budget && turns_watch_start(err, cap) != 0) {
+        free(cert);
+        free(key);
+        undo_start(s);
+        return -1;
+    }
     int threads = s->cfg.http_threads < 1 ? 1 : s->cfg.http_threads;
     if (threads > LD_MAX_HTTP_THREADS) {
         ld_warn("LEAKD_HTTP_THREADS=%d: using %d event threads, the most leakd runs", threads, LD_MAX_HTTP_THREADS);
@@ -1015,6 +1180,7 @@ void ld_http_stop(ld_server *s, double deadline) {
         for (int k = 0; k < n_api_daemons; k++) MHD_stop_daemon(api_daemons[k]);
         n_api_daemons = 0;
     }
+    turns_watch_stop(); /* after the daemons: no request holds or waits any more */
     ld_conn_watch_stop(watch); /* after the daemons, which said every connection closed */
     watch = NULL;
     ld_linger_stop(lingerer); /* after the watch, which may hand it the last sockets */

@@ -61,16 +61,20 @@ static void grow(ld_quota *q) {
     free(old);
 }
 
-void ld_quota_give_back(ld_quota *q, int64_t key_id, uint64_t bytes) {
+static void give_back(ld_quota *q, int64_t key_id, int report, uint64_t bytes) {
     if (q->per_min <= 0 && q->per_day == 0) return;
     pthread_mutex_lock(&q->mu);
     entry *e = slot(q, key_id);
     if (e->key_id == key_id) {
-        if (e->reports > 0) e->reports--;
+        if (report && e->reports > 0) e->reports--;
         e->bytes = e->bytes > bytes ? e->bytes - bytes : 0;
     }
     pthread_mutex_unlock(&q->mu);
 }
+
+void ld_quota_give_back(ld_quota *q, int64_t key_id, uint64_t bytes) { give_back(q, key_id, 1, bytes); }
+
+void ld_quota_give_back_bytes(ld_quota *q, int64_t key_id, uint64_t bytes) { give_back(q, key_id, 0, bytes); }
 
 int ld_quota_take(ld_quota *q, int64_t key_id, uint64_t bytes) {
     if (q->per_min <= 0 && q->per_day == 0) return 0;

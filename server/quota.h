@@ -19,4 +19,9 @@ int ld_quota_take(ld_quota *q, int64_t key_id, uint64_t bytes);
  * window that has begun again since is left as it is. */
 void ld_quota_give_back(ld_quota *q, int64_t key_id, uint64_t bytes);
 
+/* Gives back `bytes` of a report taken, which keeps counting as a report: the part of its
+ * Content-Length that an upload never sent (it was refused, cut short or dropped before its
+ * body ended). The daily bytes count what was read, not what was declared. */
+void ld_quota_give_back_bytes(ld_quota *q, int64_t key_id, uint64_t bytes);
+
 #endif

@@ -69,13 +69,21 @@ struct ld_req {
     int key_checked;                /* waited for a key reload: 1, or 2 if it failed */
     ld_req *next_waiting;           /* in the list of requests waiting for that reload, or for memory */
     uint64_t quota_bytes;           /* an upload's take of its key's quota (ld_ingest_begin), given
-                                       back when its answer is a 200 or a 5xx (set_response), or
-                                       when it never got one (on_completed) */
+                                       back when its answer is a 200 or a 5xx (set_response); else
+                                       what it did not send goes back when it ends (on_completed) */
     int quota_taken;
     uint64_t turn_bytes;            /* its share of the in-memory bodies' budget (ld_req_admit) */
     uint64_t turn_want;             /* waiting for that much */
     int turn_refused;               /* waited for its share until the server stopped: answered 503 */
     double reading_since;           /* monotonic: when its body began to be read (after any wait) */
+    /* http.c, under its budget's lock: a request holding a share is in the list of holders
+     * until its body must have come (turn_deadline, 0 once past); one waiting is in the queue */
+    ld_req *turn_prev, *turn_next;
+    double turn_deadline;
+    int turn_fd;                    /* its socket, shut down at the deadline */
+    int turn_queued;
+    atomic_int body_read;           /* its body has all come (the final call): no deadline now */
+    atomic_int turn_dropped;        /* dropped at the deadline: counts as a refused upload */
 };
 
 /* Prepares the response (replacing one prepared before). The JSON body is stolen. */
@@ -111,8 +119,10 @@ void ld_req_resume(ld_req *r);
  * come first served, its body unread in the kernel's socket buffers (a request is let through
  * alone whatever its size). 0: go on, `bytes` reserved until the request ends (or nothing to
  * reserve). 1: it waits; then(r) runs on an event thread once it may go on (if the server
- * stops first, it is answered 503 instead and then(r) does not run). -1: a 503 is prepared (the
- * server is stopping). Event threads only. */
+ * stops first, or it waited LEAKD_INGEST_WAIT seconds, it is answered 503 instead and then(r)
+ * does not run). -1: a 503 is prepared (the server is stopping). A request holding a share
+ * whose body has not all come 10 s + `bytes` at 128 KiB/s after it may be read is dropped
+ * (http.c, turns_watch). Event threads only. */
 int ld_req_admit(ld_req *r, uint64_t bytes, void (*then)(ld_req *r));
 
 /* Authenticates the request: 0, or -1 with the 401/503 prepared. On an event thread a key not

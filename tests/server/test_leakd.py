@@ -1890,6 +1890,138 @@ class T05_QuotaAndSlowDrip(ServerCase):
         self.assertError(r, 413, "too_large")
         self.assertIn("over this key's daily quota of 100000 bytes", r.json["error"]["message"])
 
+    def _raw_upload(self, port, key, body, ctype, length=None, send=None):
+        """A raw POST /v1/reports declaring `length` (default: the body's), of which the first
+        `send` bytes of the body (all: None) are sent."""
+        s = socket.create_connection(("127.0.0.1", port), timeout=10)
+        self.addCleanup(s.close)
+        s.sendall(("POST /v1/reports HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\nContent-Type: %s\r\n"
+                   "Content-Length: %d\r\n\r\n" % (key, ctype, len(body) if length is None else length)).encode()
+                  + body[:send])
+        return s
+
+    def _raw_answer(self, s, timeout):
+        """(status, head, JSON body) of the answer on `s`, or None if leakd closed without one."""
+        s.settimeout(timeout)
+        data = b""
+        while True:
+            head, sep, rest = data.partition(b"\r\n\r\n")
+            if sep:
+                clen = int(re.search(rb"(?i)content-length: *(\d+)", head).group(1))
+                if len(rest) >= clen:
+                    return int(head.split(b" ", 2)[1]), head.decode(), json.loads(rest[:clen])
+            try:
+                chunk = s.recv(65536)
+            except ConnectionResetError:
+                chunk = b""
+            except socket.timeout:
+                self.fail("neither an answer nor a close in %s s: %r" % (timeout, data[:300]))
+            if not chunk:
+                return None
+            data += chunk
+
+    def _traces_body(self, app, size):
+        """A traces report's body of about `size` bytes (its JSON padded with spaces)."""
+        doc = json.dumps(INPUTS.traces_json("listener_list")).encode()
+        return H.multipart(H.make_meta(app.slug, mode="traces"), doc + b" " * (size - len(doc)), "traces",
+                           "application/json")
+
+    def test_uploads_cut_short_are_charged_what_they_sent_not_their_content_length(self):
+        """The daily byte quota counts the bytes read: ten requests that declare 1 GiB, send a
+        first part that is not meta (400) and go away spend 540 bytes of the key's 10 GiB, not
+        all of it (abuse audit 2026-12-03, finding 3: they locked the key out for a day)."""
+        app = H.create_app(self.db, "app-" + uuid.uuid4().hex[:10])  # before it starts: its keys are cached
+        srv = H.Leakd(self.db, workers=1, quota_reports_per_min=0)
+        self.addCleanup(srv.cleanup)
+        srv.start()
+        junk = b'--b\r\nContent-Disposition: form-data; name="x"\r\n\r\nhello'
+        for _ in range(10):
+            s = self._raw_upload(srv.port, app.ingest, junk, "multipart/form-data; boundary=b", length=1 << 30)
+            time.sleep(0.1)
+            s.close()
+        H.wait_for(lambda: srv.log().count("connection ended before the answer was sent") >= 10, 10,
+                   what="leakd to see the ten requests end")
+        self.assertEqual(srv.log().count("POST /v1/reports 400"), 10, srv.log())
+        meta = H.make_meta(app.slug, mode="traces")
+        r = H.Client(srv.port, API).upload(app.ingest, meta, json.dumps(INPUTS.traces_json("listener_list")).encode(),
+                                           "traces", "application/json")
+        self.assertEqual(r.status, 202, r)
+
+    def test_an_upload_the_client_cuts_short_spends_the_bytes_it_sent(self):
+        """Bytes read are spent whatever the answer (or none): of a 100 KB quota, an upload of
+        90 KB cut after 60 KB leaves 40 KB, so 50 KB more are refused 429 and 30 KB go."""
+        app = H.create_app(self.db, "app-" + uuid.uuid4().hex[:10])  # before it starts: its keys are cached
+        srv = H.Leakd(self.db, workers=1, quota_reports_per_min=0, quota_bytes_per_day=100000)
+        self.addCleanup(srv.cleanup)
+        srv.start()
+        body, ctype = H.multipart(H.make_meta(app.slug), b"x" * 90000, "heap", "application/zstd")
+        s = self._raw_upload(srv.port, app.ingest, body, ctype, send=60000)
+        time.sleep(0.3)
+        s.close()
+        H.wait_for(lambda: "connection ended before the answer was sent" in srv.log(), 10, what="the cut upload to end")
+        client = H.Client(srv.port, API)
+        r = client.upload(app.ingest, H.make_meta(app.slug), b"x" * 50000, "heap", "application/zstd")
+        self.assertError(r, 429, "rate_limited", retry_after=True)
+        r = client.upload(app.ingest, H.make_meta(app.slug), b"x" * 30000, "heap", "application/zstd")
+        self.assertEqual(r.status, 202, r)
+
+    def test_an_upload_holding_ingest_memory_is_dropped_at_its_deadline(self):
+        """A body that holds LEAKD_INGEST_MEMORY must come within 10 s + Content-Length / 128 KiB/s
+        (abuse audit 2026-12-03, finding 2: two slow uploads held it for ~28 minutes while every
+        traces upload waited): past that leakd drops it, and the upload waiting behind it goes on."""
+        app = H.create_app(self.db, "app-" + uuid.uuid4().hex[:10])  # before it starts: its keys are cached
+        srv = H.Leakd(self.db, workers=1, ingest_memory="64K", max_traces_bytes="100K", ingest_wait=30)
+        self.addCleanup(srv.cleanup)
+        srv.start()
+        refused0 = srv.metrics().get('leakd_reports_received_total{outcome="refused"}')
+        body, ctype = self._traces_body(app, 40000)
+        t0 = time.time()
+        slow = self._raw_upload(srv.port, app.ingest, body, ctype, send=20000)  # and then nothing
+        time.sleep(0.3)
+        body_w, ctype_w = self._traces_body(app, 40000)
+        waiting = self._raw_upload(srv.port, app.ingest, body_w, ctype_w)
+        H.wait_for(lambda: srv.metrics().get("leakd_uploads_waiting") == 1, 5, interval=0.05, what="an upload to wait")
+        self.assertIsNone(self._raw_answer(slow, timeout=15), "the slow upload was answered")
+        dropped_at = time.time() - t0
+        print("\n    upload holding ingest memory dropped after %.1f s" % dropped_at, file=sys.stderr)
+        self.assertGreaterEqual(dropped_at, 9.5)
+        self.assertLessEqual(dropped_at, 12)
+        status, _, obj = self._raw_answer(waiting, timeout=5)
+        self.assertEqual((status, obj["status"]), (202, "done"), obj)
+        self.assertIn("past its deadline", srv.log())
+        self.assertEqual(srv.metrics().get('leakd_reports_received_total{outcome="refused"}') - refused0, 1)
+        self.assertEqual(srv.metrics().get("leakd_uploads_waiting"), 0)
+
+    def test_an_upload_that_waits_too_long_for_ingest_memory_gets_503(self):
+        """One waiting for room in LEAKD_INGEST_MEMORY longer than LEAKD_INGEST_WAIT is answered 503
+        with Retry-After, its body unread; the upload holding the room is not disturbed, and
+        the next ones go on."""
+        app = H.create_app(self.db, "app-" + uuid.uuid4().hex[:10])  # before it starts: its keys are cached
+        srv = H.Leakd(self.db, workers=1, ingest_memory="64K", max_traces_bytes="100K", ingest_wait=2)
+        self.addCleanup(srv.cleanup)
+        srv.start()
+        body, ctype = self._traces_body(app, 40000)
+        holder = self._raw_upload(srv.port, app.ingest, body, ctype, send=20000)
+        time.sleep(0.3)
+        body_w, ctype_w = self._traces_body(app, 40000)
+        t0 = time.time()
+        waiting = self._raw_upload(srv.port, app.ingest, body_w, ctype_w)
+        status, head, obj = self._raw_answer(waiting, timeout=8)
+        waited = time.time() - t0
+        self.assertEqual((status, obj["error"]["code"]), (503, "unavailable"), obj)
+        self.assertEqual(obj["error"]["message"], "the server is busy with other uploads; retry later")
+        self.assertRegex(head, r"(?i)\r\nretry-after: *[1-9]")
+        self.assertGreaterEqual(waited, 1.5)
+        self.assertLessEqual(waited, 4)
+        self.assertEqual(srv.metrics().get("leakd_uploads_waiting"), 0)
+        holder.sendall(body[20000:])
+        status, _, obj = self._raw_answer(holder, timeout=10)
+        self.assertEqual((status, obj["status"]), (202, "done"), obj)
+        r = H.Client(srv.port, API).upload(app.ingest, H.make_meta(app.slug, mode="traces"),
+                                           json.dumps(INPUTS.traces_json("listener_list")).encode(), "traces",
+                                           "application/json")
+        self.assertEqual(r.status, 202, r)
+
     def test_slow_drip_upload_is_dropped(self):
         app = self.new_app()
         s = socket.create_connection(("127.0.0.1", self.server.port), timeout=30)
