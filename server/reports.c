@@ -181,7 +181,7 @@ static void arr_end(bin_array *a) {
 
 /* The parameters of insert_traces_sql, in its order: per report ($1-$9), per leak ($10-$17). */
 enum { P_ID, P_APP, P_VERSION, P_BUILD, P_INSTALL, P_META, P_RESULT, P_NLEAKS, P_VRANK,
-       P_LREP, P_SIG, P_KIND, P_DESCR, P_PATTERN, P_CLASS, P_COUNT, P_TRACE, P_COUNT_OF };
+       P_LREP, P_SIG, P_KIND, P_DESCR, P_PATTERN, P_CLASS, P_COUNT, P_LIDX, P_TRACE, P_COUNT_OF };
 
 typedef struct {
     bin_array a[P_COUNT_OF];
@@ -202,7 +202,7 @@ static void batch_params_free(batch_params *bp) {
 static ld_status batch_build(const ld_traces_item *items, size_t n, batch_params *bp) {
     static const uint32_t oid[P_COUNT_OF] = {TEXT_OID, INT8_OID, TEXT_OID, INT8_OID, TEXT_OID, TEXT_OID, TEXT_OID,
                                              INT4_OID, INT4_OID, INT4_OID, TEXT_OID, TEXT_OID, TEXT_OID, TEXT_OID,
-                                             TEXT_OID, INT8_OID, TEXT_OID};
+                                             TEXT_OID, INT8_OID, INT4_OID, TEXT_OID};
     size_t m = 0;
     memset(bp, 0, sizeof *bp);
     size_t *take = bp->take = malloc((n ? n : 1) * sizeof *take);
@@ -251,11 +251,14 @@ static ld_status batch_build(const ld_traces_item *items, size_t n, batch_params
             arr_text(&bp->a[P_PATTERN], l->library_pattern);
             arr_text(&bp->a[P_CLASS], tr && tr->element_count ? tr->elements[tr->element_count - 1].class_name : NULL);
             arr_int8(&bp->a[P_COUNT], l->count > INT64_MAX ? INT64_MAX : (int64_t)l->count);
-            /* The representative, should the group be new: sent whole, because cutting it out
-             * of the report's result in SQL parsed the whole result once per new group, and a
-             * report of 1,000 new leaks in 8 MB held PostgreSQL for two minutes. */
-            char *trace = tr ? lw_trace_to_json(tr) : NULL;
-            if (tr && !trace) bp->a[P_TRACE].b.failed = 1;
+            arr_int4(&bp->a[P_LIDX], (int32_t)j);
+            /* The representative, should the group be new. Cut out of the stored result in SQL,
+             * it costs a parse of the whole result per new group: fine for a report of one leak
+             * (the usual one, and that parse is done only if its group is new), but a report of
+             * 1,000 new leaks in 8 MB held PostgreSQL for two minutes. A report of several
+             * leaks sends each leak's first trace instead (NULL: cut it out). */
+            char *trace = rep->leak_count > 1 && tr ? lw_trace_to_json(tr) : NULL;
+            if (rep->leak_count > 1 && tr && !trace) bp->a[P_TRACE].b.failed = 1;
             arr_text(&bp->a[P_TRACE], trace);
             free(trace);
         }
@@ -271,7 +274,8 @@ static ld_status batch_build(const ld_traces_item *items, size_t n, batch_params
 /* The batch's reports inserted and the new ones grouped, in one statement, from arrays: per
  * report (id, app, version, build, install, meta, result, leak count, vrank) and per distinct
  * leak of each (its report's place, signature, kind, short description, library pattern,
- * class, count, first trace). Returns the new reports as "id|received_at". */
+ * class, count, index in its report, and its first trace when the report has several leaks).
+ * Returns the new reports as "id|received_at". */
 #define LEAK_AT(k) "($" #k "::text[])[p.rep_pos]"
 static const char insert_traces_sql[] =
     "WITH ins AS ("
@@ -288,7 +292,8 @@ static const char insert_traces_sql[] =
     "  JOIN ins ON ins.id = ($1[l.r])::uuid),"
     LD_GROUPING_CTES(LEAK_AT(12), LEAK_AT(13), LEAK_AT(14), LEAK_AT(15),
                      "$3[array_position($9, p.first_r::int)]", "$3[array_position($9, p.last_r::int)]",
-                     "(" LEAK_AT(17) ")::json")
+                     "COALESCE((" LEAK_AT(18) ")::json, json_extract_path($7[$10[p.rep_pos]]::json, 'leaks',"
+                     " ($17::int[])[p.rep_pos]::text, 'traces', '0'))")
     " SELECT coalesce(array_agg(id::text || '|' ||"
     "   to_char(received_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"')), '{}') FROM ins";
 #undef LEAK_AT
