@@ -68,6 +68,28 @@ def one(url, sql):
     return r[0][0]
 
 
+def answer_on(test, s, timeout):
+    """(status, head, JSON body) of the answer read on socket `s`, or None when leakd closed it
+    without one; fails `test` when neither comes within `timeout` seconds."""
+    s.settimeout(timeout)
+    data = b""
+    while True:
+        head, sep, rest = data.partition(b"\r\n\r\n")
+        if sep:
+            clen = int(re.search(rb"(?i)content-length: *(\d+)", head).group(1))
+            if len(rest) >= clen:
+                return int(head.split(b" ", 2)[1]), head.decode(), json.loads(rest[:clen])
+        try:
+            chunk = s.recv(65536)
+        except ConnectionResetError:
+            chunk = b""
+        except socket.timeout:
+            test.fail("neither an answer nor a close in %s s: %r" % (timeout, data[:300]))
+        if not chunk:
+            return None
+        data += chunk
+
+
 class ServerCase(unittest.TestCase):
     """A class-wide leakd on a fresh, migrated database."""
     workers = 2
@@ -1900,26 +1922,6 @@ class T05_QuotaAndSlowDrip(ServerCase):
                   + body[:send])
         return s
 
-    def _raw_answer(self, s, timeout):
-        """(status, head, JSON body) of the answer on `s`, or None if leakd closed without one."""
-        s.settimeout(timeout)
-        data = b""
-        while True:
-            head, sep, rest = data.partition(b"\r\n\r\n")
-            if sep:
-                clen = int(re.search(rb"(?i)content-length: *(\d+)", head).group(1))
-                if len(rest) >= clen:
-                    return int(head.split(b" ", 2)[1]), head.decode(), json.loads(rest[:clen])
-            try:
-                chunk = s.recv(65536)
-            except ConnectionResetError:
-                chunk = b""
-            except socket.timeout:
-                self.fail("neither an answer nor a close in %s s: %r" % (timeout, data[:300]))
-            if not chunk:
-                return None
-            data += chunk
-
     def _traces_body(self, app, size):
         """A traces report's body of about `size` bytes (its JSON padded with spaces)."""
         doc = json.dumps(INPUTS.traces_json("listener_list")).encode()
@@ -1981,12 +1983,12 @@ class T05_QuotaAndSlowDrip(ServerCase):
         body_w, ctype_w = self._traces_body(app, 40000)
         waiting = self._raw_upload(srv.port, app.ingest, body_w, ctype_w)
         H.wait_for(lambda: srv.metrics().get("leakd_uploads_waiting") == 1, 5, interval=0.05, what="an upload to wait")
-        self.assertIsNone(self._raw_answer(slow, timeout=15), "the slow upload was answered")
+        self.assertIsNone(answer_on(self, slow, timeout=15), "the slow upload was answered")
         dropped_at = time.time() - t0
         print("\n    upload holding ingest memory dropped after %.1f s" % dropped_at, file=sys.stderr)
         self.assertGreaterEqual(dropped_at, 9.5)
         self.assertLessEqual(dropped_at, 12)
-        status, _, obj = self._raw_answer(waiting, timeout=5)
+        status, _, obj = answer_on(self, waiting, timeout=5)
         self.assertEqual((status, obj["status"]), (202, "done"), obj)
         self.assertIn("past its deadline", srv.log())
         self.assertEqual(srv.metrics().get('leakd_reports_received_total{outcome="refused"}') - refused0, 1)
@@ -2006,7 +2008,7 @@ class T05_QuotaAndSlowDrip(ServerCase):
         body_w, ctype_w = self._traces_body(app, 40000)
         t0 = time.time()
         waiting = self._raw_upload(srv.port, app.ingest, body_w, ctype_w)
-        status, head, obj = self._raw_answer(waiting, timeout=8)
+        status, head, obj = answer_on(self, waiting, timeout=8)
         waited = time.time() - t0
         self.assertEqual((status, obj["error"]["code"]), (503, "unavailable"), obj)
         self.assertEqual(obj["error"]["message"], "the server is busy with other uploads; retry later")
@@ -2015,7 +2017,7 @@ class T05_QuotaAndSlowDrip(ServerCase):
         self.assertLessEqual(waited, 4)
         self.assertEqual(srv.metrics().get("leakd_uploads_waiting"), 0)
         holder.sendall(body[20000:])
-        status, _, obj = self._raw_answer(holder, timeout=10)
+        status, _, obj = answer_on(self, holder, timeout=10)
         self.assertEqual((status, obj["status"]), (202, "done"), obj)
         r = H.Client(srv.port, API).upload(app.ingest, H.make_meta(app.slug, mode="traces"),
                                            json.dumps(INPUTS.traces_json("listener_list")).encode(), "traces",
@@ -2310,18 +2312,10 @@ class T05c_IngestMemory(ServerCase):
         return s, meta, body
 
     def _answer(self, s, timeout=15):
-        s.settimeout(timeout)
-        data = b""
-        while True:
-            head, sep, rest = data.partition(b"\r\n\r\n")
-            if sep:
-                clen = int(re.search(rb"(?i)content-length: *(\d+)", head).group(1))
-                if len(rest) >= clen:
-                    self.last_head = head.decode()
-                    return int(head.split(b" ", 2)[1]), json.loads(rest[:clen])
-            chunk = s.recv(65536)
-            self.assertTrue(chunk, "connection closed before an answer: %r" % data[:300])
-            data += chunk
+        got = answer_on(self, s, timeout)
+        self.assertIsNotNone(got, "connection closed before an answer")
+        status, self.last_head, obj = got
+        return status, obj
 
     def _metric(self, name, server=None):
         return (server or self.server).metrics().get(name)
