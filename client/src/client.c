@@ -378,9 +378,7 @@ lw_sdk_status lw_client_new(lw_client **out, const lw_config *config, const lw_r
     c->cfg.server_url = keep(c, config->server_url);
     c->cfg.ingest_key = keep(c, config->ingest_key);
     c->cfg.app = keep(c, config->app);
-    /* The server requires a version (it orders a leak's first and last release by it); the JVM
-     * agent says "unknown" too when it is given none. */
-    c->cfg.app_version = keep(c, config->app_version && *config->app_version ? config->app_version : "unknown");
+    c->cfg.app_version = keep(c, config->app_version);
     c->cfg.runtime_name = keep(c, config->runtime_name);
     c->cfg.spool_dir = keep(c, config->spool_dir);
     c->cfg.ca_file = keep(c, config->ca_file);

@@ -55,7 +55,9 @@ char *lwc_meta_json(const lw_config *cfg, const lwc_meta_in *in) {
     }
     json_t *meta = json_pack(
         "{s:s,s:s,s:s,s:I,s:s,s:s,s:s,s:s,s:{s:s,s:s,s:s,s:s,s:s,s:s},s:{s:I,s:I},s:s,s:o,s:i}",
-        "report_id", in->report_id, "app", cfg->app ? cfg->app : "", "app_version", cfg->app_version ? cfg->app_version : "",
+        "report_id", in->report_id, "app", cfg->app ? cfg->app : "", "app_version",
+        /* the server requires one: it orders a leak's first and last release by it */
+        cfg->app_version && *cfg->app_version ? cfg->app_version : "unknown",
         "build", (json_int_t)cfg->build, "sdk_version", LEAKWATCH_VERSION_STRING, "runtime",
         cfg->runtime_name ? cfg->runtime_name : "native", "mode", cfg->mode == LW_MODE_TRACES ? "traces" : "heap",
         "created_at", created, "device", "install_id", in->install_id, "manufacturer", manufacturer ? manufacturer : "unknown",

@@ -15,6 +15,7 @@
 #include <fcntl.h>
 #include <glob.h>
 #include <inttypes.h>
+#include <jansson.h>
 #include <netinet/in.h>
 #include <pthread.h>
 #include <setjmp.h>
@@ -33,6 +34,7 @@
 
 #include <cmocka.h>
 
+#include "report.h"
 #include "spool.h"
 #include "uploader.h"
 
@@ -454,6 +456,23 @@ static int group_teardown(void **state) {
 
 /* ---- pure ---------------------------------------------------------------------------------------- */
 
+/* leakd refuses a meta without app_version (400): an app that set none says "unknown". */
+static void test_meta_always_has_an_app_version(void **state) {
+    (void)state;
+    static const struct { const char *set, *sent; } cases[] = {{NULL, "unknown"}, {"", "unknown"}, {"2.3.0", "2.3.0"}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        lw_config cfg = {.struct_size = sizeof cfg, .app = "demo", .app_version = cases[i].set, .build = 7};
+        lwc_meta_in in = {.report_id = "2b1f5c0e-8d4a-4f3b-9a6e-1c2d3e4f5a6b", .install_id = "i", .trigger = "manual"};
+        char *meta = lwc_meta_json(&cfg, &in);
+        assert_non_null(meta);
+        json_t *j = json_loads(meta, 0, NULL);
+        assert_non_null(j);
+        assert_string_equal(json_string_value(json_object_get(j, "app_version")), cases[i].sent);
+        json_decref(j);
+        free(meta);
+    }
+}
+
 static void test_backoff(void **state) {
     (void)state;
     /* Exponential ceiling, floor at min, cap at max. */
@@ -863,6 +882,7 @@ static void test_abort_stops_transfer(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_backoff),
+        cmocka_unit_test(test_meta_always_has_an_app_version),
         cmocka_unit_test(test_new_rejects_bad_config),
         cmocka_unit_test(test_fake_server_answers),
         cmocka_unit_test(test_abort_stops_transfer),
