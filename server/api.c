@@ -685,9 +685,14 @@ char *ld_metrics_render(ld_server *s) {
                "LEAKD_HEADER_TIMEOUT (idle keep-alive ones among them).\n# TYPE leakd_header_timeouts_total counter\n");
     fprintf(f, "leakd_header_timeouts_total %llu\n", (unsigned long long)atomic_load(&m->header_timeouts));
     fprintf(f, "# HELP leakd_lingering_closes_total Connections answered before their body came (refused on the "
-               "headers), read to the end of what the client sent before closing.\n"
+               "headers, or over LEAKD_CONNECTIONS_PER_ADDRESS), read to the end of what the client sent "
+               "before closing.\n"
                "# TYPE leakd_lingering_closes_total counter\n");
     fprintf(f, "leakd_lingering_closes_total %llu\n", (unsigned long long)atomic_load(&m->lingering_closes));
+    fprintf(f, "# HELP leakd_address_refusals_total Connections refused at once (429) because their client "
+               "address already had LEAKD_CONNECTIONS_PER_ADDRESS open.\n"
+               "# TYPE leakd_address_refusals_total counter\n");
+    fprintf(f, "leakd_address_refusals_total %llu\n", (unsigned long long)atomic_load(&m->address_refusals));
     ld_report_writer_counters wc;
     ld_report_writer_stats(s->writer, &wc);
     fprintf(f, "# HELP leakd_traces_batches_total Transactions that stored traces reports (group commit).\n"

@@ -40,6 +40,8 @@ static const setting settings[] = {
     I("LEAKD_QUOTA_REPORTS_PER_MIN", "--quota-reports-per-min", quota_reports_per_min, "60", 0, "uploads per key per minute (0 = no limit)"),
     U("LEAKD_QUOTA_BYTES_PER_DAY", "--quota-bytes-per-day", quota_bytes_per_day, "10737418240", "upload bytes per key per day (0 = no limit)"),
     I("LEAKD_CONNECTION_LIMIT", "--connection-limit", connection_limit, "256", 1, "simultaneous HTTP connections"),
+    I("LEAKD_CONNECTIONS_PER_ADDRESS", "--connections-per-address", connections_per_address, "64", 0,
+      "simultaneous HTTP connections from one client address (IPv6: one /64); more are answered 429 (0 = no limit)"),
     U("LEAKD_INGEST_MEMORY", "--ingest-memory", ingest_memory, "16777216",
       "traces report bodies read and stored at once, in bytes; more wait their turn (0 = no limit)"),
     I("LEAKD_INGEST_WAIT", "--ingest-wait", ingest_wait_s, "10", 1,
@@ -86,6 +88,8 @@ const char ld_config_help[] =
     "  --quota-reports-per-min N   LEAKD_QUOTA_REPORTS_PER_MIN  per key, 429 above (60; 0 = none)\n"
     "  --quota-bytes-per-day N     LEAKD_QUOTA_BYTES_PER_DAY    per key, 429 above (10 GiB; 0 = none)\n"
     "  --connection-limit N        LEAKD_CONNECTION_LIMIT       simultaneous connections (256)\n"
+    "  --connections-per-address N LEAKD_CONNECTIONS_PER_ADDRESS  of them from one address or IPv6 /64\n"
+    "                                                           (64; 0 = no limit: behind a proxy)\n"
     "  --ingest-memory N           LEAKD_INGEST_MEMORY          traces bodies handled at once (16M; 0 = no limit)\n"
     "  --ingest-wait S             LEAKD_INGEST_WAIT            wait for room in it, then 503 (10)\n"
     "  --connection-timeout S      LEAKD_CONNECTION_TIMEOUT     silence allowed within a request (30)\n"

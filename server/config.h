@@ -18,6 +18,7 @@ typedef struct ld_config {
     int quota_reports_per_min;    /* LEAKD_QUOTA_REPORTS_PER_MIN, per key, default 60; 0 = none */
     uint64_t quota_bytes_per_day; /* LEAKD_QUOTA_BYTES_PER_DAY, per key, default 10 GiB; 0 = none */
     int connection_limit;         /* LEAKD_CONNECTION_LIMIT, default 256 */
+    int connections_per_address;  /* LEAKD_CONNECTIONS_PER_ADDRESS: of them from one IPv4 address or IPv6 /64, default 64; 0 = none */
     uint64_t ingest_memory;       /* LEAKD_INGEST_MEMORY: traces bodies held at once, default 16 MiB (0: no limit) */
     int ingest_wait_s;            /* LEAKD_INGEST_WAIT: seconds an upload may wait for room in it (then 503), default 10 */
     int connection_timeout_s;     /* LEAKD_CONNECTION_TIMEOUT, idle seconds, default 30 */

@@ -25,6 +25,7 @@
 #include "blob_file.h"
 #include "conn_watch.h"
 #include "log.h"
+#include "peers.h"
 #include "server.h"
 
 static struct MHD_Daemon *metrics_daemon;
@@ -71,6 +72,14 @@ static struct {
     unsigned per[LD_MAX_HTTP_THREADS];   /* ... by daemon */
     unsigned next;                       /* round robin among the least loaded */
     time_t warned;                       /* when it last said it is at the limit */
+    /* LEAKD_CONNECTIONS_PER_ADDRESS (NULL: no limit); its refusals are answered by the
+     * accepting thread itself, in plain text unless the API speaks TLS */
+    ld_peers *peers;
+    unsigned per_address;
+    int tls;
+    atomic_ullong *refused;              /* leakd_address_refusals_total */
+    unsigned long long refused_unlogged; /* since its last log line, */
+    time_t refused_logged;               /* written at most every 10 s */
 } acceptor = {.fd = -1, .mu = PTHREAD_MUTEX_INITIALIZER, .freed = PTHREAD_COND_INITIALIZER};
 
 /* The daemon with the fewest connections, the next in turn among equals (locked). */
@@ -97,6 +106,10 @@ static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_
     if (code != MHD_CONNECTION_NOTIFY_CLOSED) return;
     ld_conn_watch_closed(watch, *socket_ctx);
     *socket_ctx = NULL;
+    if (acceptor.peers) {
+        const union MHD_ConnectionInfo *ci = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+        if (ci && ci->client_addr) ld_peers_leave(acceptor.peers, ci->client_addr);
+    }
     int k = (int)(intptr_t)cls;
     pthread_mutex_lock(&acceptor.mu);
     if (acceptor.per[k] > 0) acceptor.per[k]--;
@@ -937,6 +950,40 @@ static int wait_for_slot(void) {
     return !atomic_load(&acceptor.stopping);
 }
 
+/* A connection over its address's LEAKD_CONNECTIONS_PER_ADDRESS, just accepted: answered 429
+ * and closed, never handed to libmicrohttpd, so it holds no place under LEAKD_CONNECTION_LIMIT.
+ * The answer is written before the request is read (a new socket's buffer takes it whole), and
+ * the lingerer reads and drops the request while the client reads the answer. Over TLS there
+ * is nothing to write it with before a handshake: the socket is closed. */
+static void refuse_address(int fd, const struct sockaddr *sa) {
+    static const char body[] = "{\"error\":{\"code\":\"rate_limited\",\"message\":\"too many connections from your "
+                               "address are open; close some, or retry later\"}}\n";
+    char name[64], head[256];
+    ld_peers_name(sa, name, sizeof name);
+    atomic_fetch_add(acceptor.refused, 1);
+    acceptor.refused_unlogged++;
+    if (time(NULL) - acceptor.refused_logged >= 10) {
+        ld_warn("refused %llu connection(s) over LEAKD_CONNECTIONS_PER_ADDRESS (%u open from one address) "
+                "since the last such line; the latest from %s",
+                acceptor.refused_unlogged, acceptor.per_address, name);
+        acceptor.refused_unlogged = 0;
+        acceptor.refused_logged = time(NULL);
+    }
+    if (acceptor.tls) {
+        close(fd);
+        return;
+    }
+    int n = snprintf(head, sizeof head,
+                     "HTTP/1.1 429 Too Many Requests\r\nContent-Type: application/json\r\nContent-Length: %zu\r\n"
+                     "Retry-After: 5\r\nConnection: close\r\n\r\n%s",
+                     sizeof body - 1, body);
+    if (send(fd, head, (size_t)n, MSG_NOSIGNAL | MSG_DONTWAIT) != n) {
+        close(fd);
+        return;
+    }
+    ld_linger_close(lingerer, fd);
+}
+
 static void *accept_main(void *arg) {
     (void)arg;
     time_t warned = 0;
@@ -948,6 +995,10 @@ static void *accept_main(void *arg) {
         struct sockaddr_storage sa;
         socklen_t len = sizeof sa;
         int fd = accept4(acceptor.fd, (struct sockaddr *)&sa, &len, SOCK_CLOEXEC | SOCK_NONBLOCK);
+        if (fd >= 0 && !ld_peers_enter(acceptor.peers, (struct sockaddr *)&sa)) {
+            refuse_address(fd, (struct sockaddr *)&sa);
+            continue;
+        }
         if (fd >= 0) {
             /* only this thread adds: the slot waited for above is still free */
             pthread_mutex_lock(&acceptor.mu);
@@ -959,6 +1010,7 @@ static void *accept_main(void *arg) {
             if (MHD_add_connection(api_daemons[k], fd, (struct sockaddr *)&sa, len) != MHD_YES) {
                 ld_conn_watch_refused(watch, fd);
                 /* libmicrohttpd closed it without starting it, so it will not say it closed */
+                ld_peers_leave(acceptor.peers, (struct sockaddr *)&sa);
                 pthread_mutex_lock(&acceptor.mu);
                 acceptor.per[k]--;
                 acceptor.open--;
@@ -1021,6 +1073,8 @@ static void undo_start(ld_server *s) {
     ld_blob_files_stop(s->blobs);
     s->blobs = NULL;
     acceptor_stop();
+    ld_peers_free(acceptor.peers);
+    acceptor.peers = NULL;
 }
 
 int ld_http_start(ld_server *s, char *err, size_t cap) {
@@ -1089,6 +1143,17 @@ int ld_http_start(ld_server *s, char *err, size_t cap) {
     }
     acceptor.open = 0;
     memset(acceptor.per, 0, sizeof acceptor.per);
+    acceptor.per_address = (unsigned)s->cfg.connections_per_address;
+    acceptor.tls = cert != NULL;
+    acceptor.refused = &s->metrics.address_refusals;
+    acceptor.refused_unlogged = 0;
+    acceptor.refused_logged = 0;
+    if (acceptor.per_address && !(acceptor.peers = ld_peers_new(acceptor.per_address, acceptor.limit, err, cap))) {
+        free(cert);
+        free(key);
+        undo_start(s);
+        return -1;
+    }
     if (!(lingerer = ld_linger_start(&s->metrics.lingering_closes, err, cap)) ||
         !(watch = ld_conn_watch_start(s->cfg.header_timeout_s, &s->metrics.header_timeouts, lingerer, err, cap))) {
         free(cert);
@@ -1186,6 +1251,8 @@ void ld_http_stop(ld_server *s, double deadline) {
     ld_linger_stop(lingerer); /* after the watch, which may hand it the last sockets */
     lingerer = NULL;
     acceptor_stop();
+    ld_peers_free(acceptor.peers); /* after the daemons, which say when connections close */
+    acceptor.peers = NULL;
     ld_task_pool_stop(s->tasks);
     s->tasks = NULL;
     ld_blob_files_stop(s->blobs); /* after the connections, which may still have freed files writing */

@@ -32,6 +32,7 @@ typedef struct ld_metrics {
     atomic_ullong unavailable;
     atomic_ullong header_timeouts;             /* connections ended by LEAKD_HEADER_TIMEOUT */
     atomic_ullong lingering_closes;            /* answered before their body: drained, then closed */
+    atomic_ullong address_refusals;            /* connections over LEAKD_CONNECTIONS_PER_ADDRESS */
     atomic_int workers_alive;
     atomic_ullong worker_restarts;
     ld_worker_metrics *workers;                /* shared; NULL when it could not be made */

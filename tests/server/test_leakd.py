@@ -2275,6 +2275,125 @@ class T05e_SlowHeaders(RawGets, ServerCase):
         self.assertEqual(self._status(s, timeout=15), 202)
 
 
+class T05f_ConnectionsPerAddress(RawGets, ServerCase):
+    """LEAKD_CONNECTIONS_PER_ADDRESS=3 under LEAKD_CONNECTION_LIMIT=8: one address holds at most
+    three connections; a fourth is answered 429 at once by the accepting thread, without taking
+    a place, and another address is served meanwhile. Each test has loopback addresses of its
+    own (127.0.0.0/8), so connections an earlier test closed need not have been seen to close."""
+    workers = 1
+    settings = {"connection_limit": 8, "connections_per_address": 3, "http_threads": 2,
+                "connection_timeout": 30, "header_timeout": 30}
+
+    def _connect(self, source, timeout=10):
+        s = socket.create_connection(("127.0.0.1", self.server.port), timeout=timeout, source_address=(source, 0))
+        self.addCleanup(s.close)
+        return s
+
+    def _held(self, source, n):
+        """n keep-alive connections from `source`, each answered 200 once."""
+        conns = [self._connect(source) for _ in range(n)]
+        for s in conns:
+            self._send_get(s)
+            self.assertEqual(self._status(s), 200)
+        return conns
+
+    def _answer(self, s, timeout=10):
+        """The whole answer of a server that closes after it: (head, body)."""
+        s.settimeout(timeout)
+        data = b""
+        while True:
+            more = s.recv(65536)
+            if not more:
+                break
+            data += more
+        head, _, body = data.partition(b"\r\n\r\n")
+        return head.decode(), body
+
+    def assertRefused(self, s):
+        head, body = self._answer(s)
+        self.assertTrue(head.startswith("HTTP/1.1 429 "), head)
+        self.assertIn("Retry-After: 5", head)
+        self.assertIn("Connection: close", head)
+        self.assertIn("Content-Type: application/json", head)
+        err = json.loads(body)["error"]
+        self.assertEqual(err["code"], "rate_limited")
+        self.assertIn("too many connections from your address", err["message"])
+
+    def test_a_fourth_connection_from_one_address_is_refused_and_another_address_is_served(self):
+        before = int(self.server.metrics().get("leakd_address_refusals_total", 0))
+        held = self._held("127.0.0.11", 3)
+        over = self._connect("127.0.0.11")
+        self._send_get(over)
+        self.assertRefused(over)
+        self.assertEqual(int(self.server.metrics()["leakd_address_refusals_total"]) - before, 1)
+        H.wait_for(lambda: "refused 1 connection(s) over LEAKD_CONNECTIONS_PER_ADDRESS (3 open from one "
+                           "address) since the last such line; the latest from 127.0.0.11" in self.server.log(), 5,
+                   what="the refusal's log line")
+        # another address is served, while the first holds its three
+        other = self._connect("127.0.0.12")
+        self._send_get(other)
+        self.assertEqual(self._status(other), 200)
+        # a place the first address frees is its own again, once leakd has seen it close
+        held[0].close()
+        time.sleep(0.5)
+        again = self._connect("127.0.0.11")
+        self._send_get(again)
+        self.assertEqual(self._status(again), 200)
+        for s in held[1:]:  # the three kept alive still work
+            self._send_get(s)
+            self.assertEqual(self._status(s), 200)
+
+    def test_one_address_dripping_headers_cannot_fill_the_connection_limit(self):
+        """Ten connections from one address each drip a request's headers (the header timeout is
+        30 s here): three of them get a place, seven are answered 429, and a client of another
+        address is served at once. With one pool for everyone it waited behind them, for as long
+        as the header timeout."""
+        stop = threading.Event()
+        self.addCleanup(stop.set)
+
+        def drip(s):
+            try:
+                s.sendall(b"GET /healthz HTTP/1.1\r\nHo")
+                while not stop.is_set():
+                    s.sendall(b"o")
+                    time.sleep(0.3)
+            except OSError:
+                pass
+        drips = [self._connect("127.0.0.21") for _ in range(10)]
+        for s in drips:
+            threading.Thread(target=drip, args=(s,), daemon=True).start()
+        time.sleep(0.5)
+        t0 = time.monotonic()
+        other = self._connect("127.0.0.22")
+        self._send_get(other)
+        self.assertEqual(self._status(other), 200)
+        self.assertLess(time.monotonic() - t0, 2)
+        answered = []
+        for s in drips:
+            s.settimeout(0.2)
+            try:
+                answered.append(s.recv(4096)[:40])
+            except socket.timeout:
+                pass
+        stop.set()
+        self.assertEqual(len(answered), 7, answered)
+        self.assertTrue(all(d.startswith(b"HTTP/1.1 429 ") for d in answered), answered)
+
+    def test_an_upload_sent_whole_before_reading_gets_its_429(self):
+        """The refusal is written before the request is read; the lingerer drains what the
+        client still sends, so one that sends 8 MB before it reads still gets its 429."""
+        self._held("127.0.0.31", 3)
+        s = self._connect("127.0.0.31")
+        size = 8 << 20
+        s.sendall(("POST /v1/reports HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\n"
+                   "Content-Type: multipart/form-data; boundary=b\r\nContent-Length: %d\r\n\r\n"
+                   % (self.app.ingest, size)).encode())
+        chunk = b"x" * (1 << 20)
+        for _ in range(size // len(chunk)):
+            s.sendall(chunk)
+        self.assertRefused(s)
+
+
 class T05b_ManyConnectionsReadyAtOnce(RawGets, ServerCase):
     """libmicrohttpd 0.9.75 takes at most 128 events from one epoll_wait and, when it gets
     exactly 128, waits again with its whole timeout before handling any of them. An event
@@ -2282,7 +2401,8 @@ class T05b_ManyConnectionsReadyAtOnce(RawGets, ServerCase):
     idle timeout closed them unanswered. LEAKD_HTTP_THREADS=1 asks for one event thread;
     leakd runs as many as keep each at 120 connections or fewer."""
     workers = 1
-    settings = {"connection_limit": 200, "http_threads": 1, "connection_timeout": 30}
+    # (all 128 from 127.0.0.1: no per-address limit)
+    settings = {"connection_limit": 200, "connections_per_address": 0, "http_threads": 1, "connection_timeout": 30}
 
     def test_128_requests_that_arrive_together_are_all_answered(self):
         conns = self._kept_alive(128)

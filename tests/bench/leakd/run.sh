@@ -156,7 +156,9 @@ PORT=$(free_port)
 MPORT=$(free_port)
 export LEAKD_DATABASE_URL=$DB_URL LEAKD_LISTEN=127.0.0.1:$PORT LEAKD_METRICS_LISTEN=127.0.0.1:$MPORT \
     LEAKD_DATA_DIR=$DATA LEAKD_WORKERS=1 LEAKD_QUOTA_REPORTS_PER_MIN=0 LEAKD_QUOTA_BYTES_PER_DAY=0 \
-    LEAKD_DB_POOL=$DB_POOL LEAKD_LOG_LEVEL=${LEAKD_LOG_LEVEL:-info} LEAKD_CONNECTION_LIMIT=$((OPEN_CONNS > 256 ? OPEN_CONNS + 256 : 512))
+    LEAKD_DB_POOL=$DB_POOL LEAKD_LOG_LEVEL=${LEAKD_LOG_LEVEL:-info} LEAKD_CONNECTION_LIMIT=$((OPEN_CONNS > 256 ? OPEN_CONNS + 256 : 512)) \
+    LEAKD_CONNECTIONS_PER_ADDRESS=0
+# (every load connection comes from 127.0.0.1, as a proxy's would: no per-address limit)
 "$LEAKD" migrate >"$WORK/migrate.log" 2>&1 || { cat "$WORK/migrate.log" >&2; exit 2; }
 "$LEAKD" app create bench >"$WORK/app.txt" 2>&1 || { cat "$WORK/app.txt" >&2; exit 2; }
 KEY=$(grep -o 'lw_ingest_[0-9]*_[0-9A-Za-z]*' "$WORK/app.txt" | head -n 1)
