@@ -44,6 +44,8 @@ static const setting settings[] = {
       "simultaneous HTTP connections from one client address (IPv6: one /64); more are answered 429 (0 = no limit)"),
     U("LEAKD_INGEST_MEMORY", "--ingest-memory", ingest_memory, "16777216",
       "traces report bodies read and stored at once, in bytes; more wait their turn (0 = no limit)"),
+    U("LEAKD_INGEST_MEMORY_PER_KEY", "--ingest-memory-per-key", ingest_memory_per_key, "4194304",
+      "of LEAKD_INGEST_MEMORY, what one key's traces bodies may hold at once; its others wait and let other keys' go on (0 = no limit)"),
     I("LEAKD_INGEST_WAIT", "--ingest-wait", ingest_wait_s, "10", 1,
       "seconds an upload may wait for room in LEAKD_INGEST_MEMORY before it is answered 503"),
     I("LEAKD_CONNECTION_TIMEOUT", "--connection-timeout", connection_timeout_s, "30", 1,
@@ -91,6 +93,7 @@ const char ld_config_help[] =
     "  --connections-per-address N LEAKD_CONNECTIONS_PER_ADDRESS  of them from one address or IPv6 /64\n"
     "                                                           (64; 0 = no limit: behind a proxy)\n"
     "  --ingest-memory N           LEAKD_INGEST_MEMORY          traces bodies handled at once (16M; 0 = no limit)\n"
+    "  --ingest-memory-per-key N   LEAKD_INGEST_MEMORY_PER_KEY  of it, one key's at once (4M; 0 = no limit)\n"
     "  --ingest-wait S             LEAKD_INGEST_WAIT            wait for room in it, then 503 (10)\n"
     "  --connection-timeout S      LEAKD_CONNECTION_TIMEOUT     silence allowed within a request (30)\n"
     "  --header-timeout S          LEAKD_HEADER_TIMEOUT         seconds to send a request's headers (10; 0 = none)\n"

@@ -20,6 +20,7 @@ typedef struct ld_config {
     int connection_limit;         /* LEAKD_CONNECTION_LIMIT, default 256 */
     int connections_per_address;  /* LEAKD_CONNECTIONS_PER_ADDRESS: of them from one IPv4 address or IPv6 /64, default 64; 0 = none */
     uint64_t ingest_memory;       /* LEAKD_INGEST_MEMORY: traces bodies held at once, default 16 MiB (0: no limit) */
+    uint64_t ingest_memory_per_key; /* LEAKD_INGEST_MEMORY_PER_KEY: of it, one key's bodies at once, default 4 MiB (0: no limit) */
     int ingest_wait_s;            /* LEAKD_INGEST_WAIT: seconds an upload may wait for room in it (then 503), default 10 */
     int connection_timeout_s;     /* LEAKD_CONNECTION_TIMEOUT, idle seconds, default 30 */
     int header_timeout_s;         /* LEAKD_HEADER_TIMEOUT: seconds to get a request's headers in, default 10; 0 = none */

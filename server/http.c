@@ -138,10 +138,13 @@ static struct {
 
 /* The memory budget of request bodies held in memory (ld_req_admit): bytes held, and who
  * waits, oldest first. Neither holding nor waiting lasts: a holder's body must have come by
- * its deadline, and a request waits LEAKD_INGEST_WAIT seconds at most (turns_watch). */
+ * its deadline, and a request waits LEAKD_INGEST_WAIT seconds at most (turns_watch). One key
+ * holds at most `per_key` of it (LEAKD_INGEST_MEMORY_PER_KEY): a key's request over that
+ * waits for the key's own bodies, and lets others' go past it. */
 static struct {
     pthread_mutex_t mu;
     uint64_t held, budget; /* budget 0: none */
+    uint64_t per_key;      /* 0: none */
     unsigned holders;
     ld_req *head, *tail;
     int stopped;           /* no more waiting: new ones go on at once */
@@ -303,14 +306,39 @@ static void hold(ld_req *r, uint64_t bytes, double now) {
     turns.holding = r;
 }
 
-/* The oldest waiting take their shares while they fit (locked): the list of them (through
- * next_waiting), to resume once unlocked. */
+/* Whether r may take `bytes` now (locked): FITS; SHORT, the budget has not that much left; or
+ * KEY_FULL, its key's other requests hold their share. A request goes on when it is alone, and
+ * one of a key that holds nothing may take more than the key's share. */
+enum { FITS, SHORT, KEY_FULL };
+static int fits(const ld_req *r, uint64_t bytes) {
+    if (!turns.holders) return FITS;
+    /* the key can hold no more than everyone does: most of the time there is nothing to sum */
+    if (turns.per_key && turns.held + bytes > turns.per_key) {
+        uint64_t mine = 0;
+        for (const ld_req *h = turns.holding; h; h = h->turn_next)
+            if (h->who.key_id == r->who.key_id) mine += h->turn_bytes;
+        if (mine && mine + bytes > turns.per_key) return KEY_FULL;
+    }
+    return turns.held + bytes <= turns.budget ? FITS : SHORT;
+}
+
+/* The waiting take their shares, oldest first, while the budget has room (locked): the list of
+ * them (through next_waiting), to resume once unlocked. Nobody overtakes one the budget is short
+ * for; one whose key holds its share is passed over. */
 static ld_req *admit_waiting(double now) {
-    ld_req *go = NULL, **link = &go;
-    while (turns.head && (!turns.holders || turns.held + turns.head->turn_want <= turns.budget)) {
-        ld_req *w = turns.head;
-        turns.head = w->next_waiting;
-        if (!turns.head) turns.tail = NULL;
+    ld_req *go = NULL, **link = &go, **at = &turns.head, *prev = NULL;
+    while (*at) {
+        ld_req *w = *at;
+        int f = fits(w, w->turn_want);
+        if (f == SHORT) break;
+        w->turn_key_full = f == KEY_FULL;
+        if (f == KEY_FULL) {
+            prev = w;
+            at = &w->next_waiting;
+            continue;
+        }
+        *at = w->next_waiting;
+        if (turns.tail == w) turns.tail = prev;
         w->turn_queued = 0;
         hold(w, w->turn_want, now);
         w->next_waiting = NULL;
@@ -337,13 +365,18 @@ int ld_req_admit(ld_req *r, uint64_t bytes, void (*then)(ld_req *r)) {
     const union MHD_ConnectionInfo *ci = MHD_get_connection_info(r->conn, MHD_CONNECTION_INFO_CONNECTION_FD);
     r->turn_fd = ci ? ci->connect_fd : -1;
     pthread_mutex_lock(&turns.mu);
-    /* First come, first served: nobody overtakes a waiting request, and one always goes on
-     * (a body over the whole budget waits until it is alone). */
-    if (turns.stopped || (!turns.head && (!turns.holders || turns.held + bytes <= turns.budget))) {
+    /* First come, first served: nobody overtakes a waiting request, except one whose key
+     * holds its share (nor one of its own key), and one always goes on (a body over the whole
+     * budget waits until it is alone). */
+    int f = fits(r, bytes);
+    for (ld_req *w = turns.head; w && f == FITS; w = w->next_waiting)
+        if (w->who.key_id == r->who.key_id || fits(w, w->turn_want) != KEY_FULL) f = SHORT;
+    if (turns.stopped || f == FITS) {
         hold(r, bytes, now);
         pthread_mutex_unlock(&turns.mu);
         return 0;
     }
+    r->turn_key_full = f == KEY_FULL;
     if (ld_req_suspend(r, then) != 0) {
         pthread_mutex_unlock(&turns.mu);
         return -1;
@@ -406,9 +439,14 @@ static void turns_stop(void) {
     resume_list(list);
 }
 
-/* An upload that waited LEAKD_INGEST_WAIT seconds for its share, instead of reading its body. */
+/* An upload that waited LEAKD_INGEST_WAIT seconds for its share, instead of reading its body:
+ * the server's load (503), or its own key's, which the key may slow down for (429). */
 static void turn_wait_over(ld_req *r) {
-    ld_respond_error(r, 503, "unavailable", "the server is busy with other uploads; retry later");
+    if (r->turn_key_full)
+        ld_respond_error(r, 429, "rate_limited",
+                         "this key's other uploads hold all the server's memory one key may use; retry later");
+    else
+        ld_respond_error(r, 503, "unavailable", "the server is busy with other uploads; retry later");
     ld_respond_retry_after(r, (int)turns.wait_limit);
 }
 
@@ -1111,6 +1149,7 @@ int ld_http_start(ld_server *s, char *err, size_t cap) {
     }
     inflight.closing = 0;
     turns.budget = s->cfg.ingest_memory;
+    turns.per_key = s->cfg.ingest_memory_per_key;
     turns.held = 0;
     turns.holders = 0;
     turns.stopped = 0;

@@ -2421,12 +2421,8 @@ class T05b_ManyConnectionsReadyAtOnce(RawGets, ServerCase):
 
 
 # =============================================================================================
-class T05c_IngestMemory(ServerCase):
-    """LEAKD_INGEST_MEMORY: traces bodies held in memory at once. One key could otherwise make
-    leakd hold every body it is sent: 200 connections of 2.9 MB traces reports took it to
-    1.49-1.97 GB at its peak (docs/server.md)."""
-    workers = 1
-    settings = {"ingest_memory": "64K", "max_traces_bytes": "100K", "shutdown_timeout": 3}
+class RawTracesUploads:
+    """Traces uploads on raw sockets, of which only a part of the body may be sent."""
 
     def _doc(self, size):
         """A valid traces document padded with whitespace to `size` bytes."""
@@ -2453,6 +2449,14 @@ class T05c_IngestMemory(ServerCase):
 
     def _metric(self, name, server=None):
         return (server or self.server).metrics().get(name)
+
+
+class T05c_IngestMemory(RawTracesUploads, ServerCase):
+    """LEAKD_INGEST_MEMORY: traces bodies held in memory at once. One key could otherwise make
+    leakd hold every body it is sent: 200 connections of 2.9 MB traces reports took it to
+    1.49-1.97 GB at its peak (docs/server.md)."""
+    workers = 1
+    settings = {"ingest_memory": "64K", "max_traces_bytes": "100K", "shutdown_timeout": 3}
 
     def test_bodies_over_the_budget_wait_unread_then_are_stored_in_order(self):
         """A holds 40 KB of the 64 KiB budget (half its body sent). B and C (40 KB each) wait,
@@ -2517,6 +2521,63 @@ class T05c_IngestMemory(ServerCase):
         self.assertEqual(srv.proc.wait(timeout=10), 0)
         self.assertEqual(H.psql(self.db, "SELECT count(*) FROM reports WHERE id IN ('%s', '%s')"
                                 % (meta_a["report_id"], meta_b["report_id"])), [["1"]])
+
+
+class T05g_IngestMemoryPerKey(RawTracesUploads, ServerCase):
+    """LEAKD_INGEST_MEMORY_PER_KEY=32K of a 64 KiB LEAKD_INGEST_MEMORY: one key's traces bodies
+    hold at most 32 KiB of it at once. Its others wait, and let other keys' uploads go past
+    them, so a key that opens slow uploads cannot take the whole budget from everyone."""
+    workers = 1
+    settings = {"ingest_memory": "64K", "ingest_memory_per_key": "32K", "max_traces_bytes": "100K", "ingest_wait": 3}
+
+    def test_a_key_over_its_share_waits_and_other_keys_go_past_it(self):
+        """A1, A2 and A3 (20.5 KB each, one key) are slow: half of each body sent. A1 holds the
+        key's share; A2 and A3 wait, unread. B's upload, of another key, comes after them and is
+        stored at once. (With one queue for every key, A's three held 61.5 KB of the 64 KiB and
+        B waited behind them until it was answered 503.) Once their rest comes, A1, A2 and A3
+        are stored, in order."""
+        a, b = self.new_app(), self.new_app()
+        port = self.server.port
+        waited0 = self._metric("leakd_uploads_waited_total")
+        slow = []
+        for _ in range(3):
+            slow.append(self._start_upload(port, a, self._doc(20000), 10000))
+            time.sleep(0.1)
+        H.wait_for(lambda: self._metric("leakd_uploads_waiting") == 2, 5, interval=0.05,
+                   what="A2 and A3 to wait (leakd_uploads_waiting 2)")
+        t0 = time.monotonic()
+        bs, meta_b, _ = self._start_upload(port, b, self._doc(20000), None)
+        status, obj = self._answer(bs, timeout=10)
+        self.assertEqual((status, obj["id"], obj["status"]), (202, meta_b["report_id"], "done"), obj)
+        self.assertLess(time.monotonic() - t0, 2)
+        self.assertEqual(select.select([s for s, _, _ in slow], [], [], 0.2)[0], [], "a slow upload was answered")
+        for s, _, body in slow:
+            s.sendall(body[10000:])
+        for s, meta, _ in slow:
+            status, obj = self._answer(s)
+            self.assertEqual((status, obj["id"], obj["status"]), (202, meta["report_id"], "done"), obj)
+        self.assertEqual(self._metric("leakd_uploads_waiting"), 0)
+        self.assertEqual(self._metric("leakd_uploads_waited_total") - waited0, 2)
+        ids = ", ".join("'%s'" % meta["report_id"] for _, meta, _ in slow)
+        order = [r[0] for r in rows(self.db, "SELECT id FROM reports WHERE id IN (%s) ORDER BY received_at, id" % ids)]
+        self.assertEqual(order, [meta["report_id"] for _, meta, _ in slow])
+
+    def test_an_upload_that_waits_for_its_own_keys_share_gets_429(self):
+        """A1 holds A's share and never finishes; A2 waits LEAKD_INGEST_WAIT (3 s) and is
+        answered 429 rate_limited with Retry-After: the key's own load, not the server's."""
+        a = self.new_app()
+        port = self.server.port
+        a1, _, _ = self._start_upload(port, a, self._doc(20000), 10000)
+        time.sleep(0.3)
+        t0 = time.monotonic()
+        a2, meta2, _ = self._start_upload(port, a, self._doc(20000), None)
+        status, obj = self._answer(a2, timeout=10)
+        self.assertEqual((status, obj["error"]["code"]), (429, "rate_limited"), obj)
+        self.assertIn("this key's other uploads hold all the server's memory one key may use", obj["error"]["message"])
+        self.assertRegex(self.last_head, r"(?i)\r\nretry-after: *3\r\n")
+        self.assertGreater(time.monotonic() - t0, 2.5)
+        self.assertEqual(H.psql(self.db, "SELECT count(*) FROM reports WHERE id = '%s'" % meta2["report_id"]), [["0"]])
+        a1.close()
 
 
 # =============================================================================================
