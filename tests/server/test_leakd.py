@@ -2933,6 +2933,36 @@ class T07b_Tls(ServerCase):
         self.assertEqual(self.lingered(), before + 2)
 
 
+    def test_a_connection_over_its_address_limit_is_closed_without_an_answer(self):
+        """Over TLS there is nothing to write a 429 with before a handshake: a connection over
+        LEAKD_CONNECTIONS_PER_ADDRESS (1 here) is closed at once, its handshake fails, and it
+        is counted; the address's first connection goes on working."""
+        srv = H.Leakd(self.db, workers=1, connections_per_address=1, **self.settings)
+        self.addCleanup(srv.cleanup)
+        srv.start()
+        ctx = ssl.create_default_context(cafile=self.settings["tls_cert"])
+
+        def connect():
+            raw = socket.create_connection(("127.0.0.1", srv.port), timeout=10, source_address=("127.0.0.41", 0))
+            self.addCleanup(raw.close)
+            return ctx.wrap_socket(raw, server_hostname="127.0.0.1")
+        def healthz(s):
+            s.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+            got = b""
+            while not got.endswith(b"}\n"):
+                more = s.recv(4096)
+                self.assertTrue(more, got)
+                got += more
+            self.assertTrue(got.startswith(b"HTTP/1.1 200 "), got)
+        first = connect()
+        self.addCleanup(first.close)
+        healthz(first)
+        with self.assertRaises((ssl.SSLError, OSError)):
+            connect()
+        self.assertEqual(srv.metrics()["leakd_address_refusals_total"], 1)
+        healthz(first)
+
+
 # =============================================================================================
 class T08_DatabaseDown(unittest.TestCase):
     """PostgreSQL stops under a running leakd: 503 + Retry-After (never 401 for a known key),
