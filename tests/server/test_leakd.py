@@ -2297,27 +2297,17 @@ class T05f_ConnectionsPerAddress(RawGets, ServerCase):
             self.assertEqual(self._status(s), 200)
         return conns
 
-    def _answer(self, s, timeout=10):
-        """The whole answer of a server that closes after it: (head, body)."""
-        s.settimeout(timeout)
-        data = b""
-        while True:
-            more = s.recv(65536)
-            if not more:
-                break
-            data += more
-        head, _, body = data.partition(b"\r\n\r\n")
-        return head.decode(), body
-
     def assertRefused(self, s):
-        head, body = self._answer(s)
-        self.assertTrue(head.startswith("HTTP/1.1 429 "), head)
-        self.assertIn("Retry-After: 5", head)
-        self.assertIn("Connection: close", head)
-        self.assertIn("Content-Type: application/json", head)
-        err = json.loads(body)["error"]
-        self.assertEqual(err["code"], "rate_limited")
-        self.assertIn("too many connections from your address", err["message"])
+        got = answer_on(self, s, 10)
+        self.assertIsNotNone(got, "closed without an answer")
+        status, head, obj = got
+        self.assertEqual(status, 429, head)
+        for line in ("Retry-After: 5", "Connection: close", "Content-Type: application/json"):
+            self.assertIn(line, head)
+        self.assertEqual(obj["error"]["code"], "rate_limited")
+        self.assertIn("too many connections from your address", obj["error"]["message"])
+        s.settimeout(5)
+        self.assertEqual(s.recv(1), b"", "the connection stays open after its 429")
 
     def test_a_fourth_connection_from_one_address_is_refused_and_another_address_is_served(self):
         before = int(self.server.metrics().get("leakd_address_refusals_total", 0))
