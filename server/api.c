@@ -704,13 +704,23 @@ char *ld_metrics_render(ld_server *s) {
                " (every request in the batch waited for it).\n# TYPE leakd_traces_batch_duration_seconds histogram\n");
     ld_histogram_write(f, "leakd_traces_batch_duration_seconds", "", ld_batch_bucket_le, LD_BATCH_BUCKETS - 1, wc.bucket,
                        wc.seconds_sum);
-    unsigned long long waited;
-    unsigned waiting;
-    ld_http_turns(&waited, &waiting);
+    ld_http_gauges g;
+    ld_http_gauges_read(&g);
     fprintf(f, "# HELP leakd_uploads_waiting Uploads waiting, unread, for room in LEAKD_INGEST_MEMORY.\n"
-               "# TYPE leakd_uploads_waiting gauge\nleakd_uploads_waiting %u\n", waiting);
+               "# TYPE leakd_uploads_waiting gauge\nleakd_uploads_waiting %u\n", g.waiting);
     fprintf(f, "# HELP leakd_uploads_waited_total Uploads that waited for room in LEAKD_INGEST_MEMORY.\n"
-               "# TYPE leakd_uploads_waited_total counter\nleakd_uploads_waited_total %llu\n", waited);
+               "# TYPE leakd_uploads_waited_total counter\nleakd_uploads_waited_total %llu\n", g.waited);
+    fprintf(f, "# HELP leakd_ingest_memory_held_bytes Bytes of LEAKD_INGEST_MEMORY held by traces uploads now.\n"
+               "# TYPE leakd_ingest_memory_held_bytes gauge\nleakd_ingest_memory_held_bytes %llu\n",
+            (unsigned long long)g.ingest_held);
+    fprintf(f, "# HELP leakd_ingest_memory_bytes LEAKD_INGEST_MEMORY (0: no limit).\n"
+               "# TYPE leakd_ingest_memory_bytes gauge\nleakd_ingest_memory_bytes %llu\n",
+            (unsigned long long)g.ingest_budget);
+    fprintf(f, "# HELP leakd_connections_open API connections open now (those waiting in the listen backlog at "
+               "the limit are not counted).\n# TYPE leakd_connections_open gauge\nleakd_connections_open %u\n",
+            g.connections_open);
+    fprintf(f, "# HELP leakd_connection_limit LEAKD_CONNECTION_LIMIT, as applied.\n"
+               "# TYPE leakd_connection_limit gauge\nleakd_connection_limit %u\n", g.connection_limit);
     fprintf(f, "# HELP leakd_workers_alive Analysis worker processes running.\n# TYPE leakd_workers_alive gauge\n");
     fprintf(f, "leakd_workers_alive %d\n", atomic_load(&m->workers_alive));
     ld_db *db = ld_pool_get(s->pool, 1000);

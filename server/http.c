@@ -526,9 +526,17 @@ static void turns_watch_stop(void) {
     turns.watching = 0;
 }
 
-void ld_http_turns(unsigned long long *waited, unsigned *waiting) {
-    *waited = atomic_load(&turns.waited);
-    *waiting = atomic_load(&turns.waiting);
+void ld_http_gauges_read(ld_http_gauges *g) {
+    g->waited = atomic_load(&turns.waited);
+    g->waiting = atomic_load(&turns.waiting);
+    pthread_mutex_lock(&turns.mu);
+    g->ingest_held = turns.held;
+    g->ingest_budget = turns.budget;
+    pthread_mutex_unlock(&turns.mu);
+    pthread_mutex_lock(&acceptor.mu);
+    g->connections_open = acceptor.open;
+    g->connection_limit = acceptor.limit;
+    pthread_mutex_unlock(&acceptor.mu);
 }
 
 /* One key reload for every request that missed before it began; each then checks again. */

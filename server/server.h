@@ -144,8 +144,16 @@ int ld_http_start(ld_server *s, char *err, size_t cap);
  * then closes every connection. */
 void ld_http_stop(ld_server *s, double deadline);
 
-/* Requests that waited for the memory budget (ld_req_admit) since start, and those waiting now. */
-void ld_http_turns(unsigned long long *waited, unsigned *waiting);
+/* The HTTP side's gauges, for /metrics. */
+typedef struct {
+    unsigned long long waited;  /* requests that waited for the memory budget (ld_req_admit) since start */
+    unsigned waiting;           /* ... and those waiting now */
+    uint64_t ingest_held;       /* bytes of LEAKD_INGEST_MEMORY held now */
+    uint64_t ingest_budget;     /* LEAKD_INGEST_MEMORY (0: no limit) */
+    unsigned connections_open;  /* API connections handed to libmicrohttpd and not closed */
+    unsigned connection_limit;  /* LEAKD_CONNECTION_LIMIT as applied */
+} ld_http_gauges;
+void ld_http_gauges_read(ld_http_gauges *g);
 
 /* Prometheus text of the counters plus database gauges. */
 char *ld_metrics_render(ld_server *s);

@@ -2115,6 +2115,8 @@ class T05b_ConnectionLimit(RawGets, ServerCase):
         readable, _, _ = select.select(waiting, [], [], 1.5)
         self.assertEqual(readable, [], "a connection over the limit was answered")
         self.assertIn("connections open, the limit (LEAKD_CONNECTION_LIMIT)", self.server.log())
+        m = self.server.metrics()  # those in the listen backlog are not open yet
+        self.assertEqual((m["leakd_connections_open"], m["leakd_connection_limit"]), (4, 4))
         held[0].close()
         held[1].close()
         H.wait_for(lambda: len(select.select(waiting, [], [], 0.2)[0]) >= 2, 10,
@@ -2463,12 +2465,16 @@ class T05c_IngestMemory(RawTracesUploads, ServerCase):
         H.wait_for(lambda: self._metric("leakd_uploads_waiting") == 2, 5, interval=0.05,
                    what="B and C to wait (leakd_uploads_waiting 2)")
         self.assertEqual(select.select([b, c], [], [], 1.0)[0], [], "an upload over the budget was answered")
+        self.assertEqual(self._metric("leakd_ingest_memory_held_bytes"), len(body_a))  # A's Content-Length
+        self.assertEqual(self._metric("leakd_ingest_memory_bytes"), 65536)
         a.sendall(body_a[20000:])
         for s, meta in ((a, meta_a), (b, meta_b), (c, meta_c)):
             status, obj = self._answer(s)
             self.assertEqual((status, obj["id"], obj["status"]), (202, meta["report_id"], "done"), obj)
         self.assertEqual(self._metric("leakd_uploads_waiting"), 0)
         self.assertEqual(self._metric("leakd_uploads_waited_total") - waited0, 2)
+        H.wait_for(lambda: self._metric("leakd_ingest_memory_held_bytes") == 0, 5, interval=0.05,
+                   what="every share given back")
         ids = "'%s', '%s', '%s'" % (meta_a["report_id"], meta_b["report_id"], meta_c["report_id"])
         order = [r[0] for r in rows(self.db, "SELECT id FROM reports WHERE id IN (%s) ORDER BY received_at, id" % ids)]
         self.assertEqual(order, [meta_a["report_id"], meta_b["report_id"], meta_c["report_id"]])
