@@ -276,6 +276,15 @@ def free_port():
     return port
 
 
+def wait_listening_v6(port):
+    """True once something accepts connections on [::1]:port."""
+    try:
+        socket.create_connection(("::1", port), timeout=0.5).close()
+        return True
+    except OSError:
+        return False
+
+
 def proc_children(pid):
     """PIDs whose parent is `pid`."""
     kids = []

@@ -2371,6 +2371,43 @@ class T05f_ConnectionsPerAddress(RawGets, ServerCase):
         self.assertEqual(len(answered), 7, answered)
         self.assertTrue(all(d.startswith(b"HTTP/1.1 429 ") for d in answered), answered)
 
+    def test_ipv6_connections_are_counted_and_given_back(self):
+        """leakd listening on [::1] with a limit of 2: a connection that closes gives its place
+        back (libmicrohttpd hands the closing connection's IPv6 address to peers.c), so four
+        rounds of two connections are all served, and a third at once is refused."""
+        try:
+            probe = socket.socket(socket.AF_INET6)
+            probe.bind(("::1", 0))
+            probe.close()
+        except OSError as e:
+            self.skipTest("no IPv6 loopback here: %s" % e)
+        srv = H.Leakd(self.db, workers=1, listen="[::1]:%d" % H.free_port(), connections_per_address=2)
+        self.addCleanup(srv.cleanup)
+        srv.start(wait=False)
+        port = int(srv.env["LEAKD_LISTEN"].rsplit(":", 1)[1])
+
+        def connect():
+            s = socket.create_connection(("::1", port), timeout=10)
+            self.addCleanup(s.close)
+            return s
+        H.wait_for(lambda: H.wait_listening_v6(port), 15, interval=0.05, what="leakd to listen on [::1]")
+        H.wait_for(lambda: srv.metrics()["leakd_connections_open"] == 0, 5, interval=0.05,
+                   what="the probe's connection seen closed")
+        for _ in range(4):
+            pair = [connect() for _ in range(2)]
+            for s in pair:
+                self._send_get(s)
+                self.assertEqual(self._status(s), 200)
+            third = connect()
+            self._send_get(third)
+            self.assertRefused(third)
+            for s in pair:
+                s.close()
+            H.wait_for(lambda: srv.metrics()["leakd_connections_open"] == 0, 5, interval=0.05,
+                       what="both connections seen closed")
+        self.assertEqual(srv.metrics()["leakd_address_refusals_total"], 4)
+        self.assertIn("the latest from ::/64", srv.log())
+
     def test_an_upload_sent_whole_before_reading_gets_its_429(self):
         """The refusal is written before the request is read; the lingerer drains what the
         client still sends, so one that sends 8 MB before it reads still gets its 429."""
