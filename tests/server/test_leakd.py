@@ -357,6 +357,25 @@ class T01_Cli(unittest.TestCase):
         self.assertIn("cannot connect", err)
 
 
+    def test_every_setting_is_in_the_help_and_in_configuration_md(self):
+        """The settings leakd reads (config.c's table) are the ones `leakd --help` lists and the
+        ones docs/configuration.md documents, each with its flag: none is added in one place
+        only."""
+        with open(os.path.join(H.REPO, "server", "config.c"), encoding="utf-8") as f:
+            read = dict(re.findall(r'\{?[SIBU]\("(LEAKD_[A-Z_]+)", "(--[a-z-]+)"', f.read()))
+        self.assertGreater(len(read), 30)
+        rc, out, _ = H.leakd_cli(self.db, "--help")
+        self.assertEqual(rc, 0)
+        helped = dict((env, flag) for flag, env in re.findall(r"\n  (--[a-z-]+) [^\n]*?(LEAKD_[A-Z_]+)", out))
+        documented = {}
+        with open(os.path.join(H.REPO, "docs", "configuration.md"), encoding="utf-8") as f:
+            for row in f:
+                cells = row.split(" | ")
+                if row.startswith("| `LEAKD_") and len(cells) > 2:  # one row may hold two: TLS
+                    documented.update(zip(re.findall(r"LEAKD_[A-Z_]+", cells[0]), re.findall(r"--[a-z-]+", cells[1])))
+        self.assertEqual(helped, read, "leakd --help")
+        self.assertEqual(documented, read, "docs/configuration.md")
+
     def test_help_anywhere_prints_help_and_never_runs_the_command(self):
         def full_help(*args):
             rc, out, err = H.leakd_cli(self.db, *args)
