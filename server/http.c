@@ -95,7 +95,8 @@ static int least_loaded(void) {
 
 /* libmicrohttpd says when a connection it started has closed; cls is its daemon's index.
  * (A connection it drops after MHD_add_connection accepted it but before starting it, which
- * only running out of memory for its pool does, would stay counted.) */
+ * only running out of memory for its pool does, would stay counted: here, and in its address's
+ * LEAKD_CONNECTIONS_PER_ADDRESS.) */
 static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_ctx,
                           enum MHD_ConnectionNotificationCode code) {
     if (code == MHD_CONNECTION_NOTIFY_STARTED) {
@@ -322,6 +323,19 @@ static int fits(const ld_req *r, uint64_t bytes) {
     return turns.held + bytes <= turns.budget ? FITS : SHORT;
 }
 
+/* Whether a waiting request of w's key is ahead of w in the queue (locked): then w waits for
+ * its key, whatever room there is. */
+static int key_ahead(const ld_req *w) {
+    for (const ld_req *v = turns.head; v && v != w; v = v->next_waiting)
+        if (v->who.key_id == w->who.key_id) return 1;
+    return 0;
+}
+
+/* Whether w, waiting, waits for its key rather than for the budget (locked). */
+static int waits_for_key(const ld_req *w) {
+    return key_ahead(w) || fits(w, w->turn_want) == KEY_FULL;
+}
+
 /* The waiting take their shares, oldest first, while the budget has room (locked): the list of
  * them (through next_waiting), to resume once unlocked. Nobody overtakes one the budget is short
  * for; one whose key holds its share is passed over. */
@@ -329,9 +343,8 @@ static ld_req *admit_waiting(double now) {
     ld_req *go = NULL, **link = &go, **at = &turns.head, *prev = NULL;
     while (*at) {
         ld_req *w = *at;
-        int f = fits(w, w->turn_want);
+        int f = key_ahead(w) ? KEY_FULL : fits(w, w->turn_want);
         if (f == SHORT) break;
-        w->turn_key_full = f == KEY_FULL;
         if (f == KEY_FULL) {
             prev = w;
             at = &w->next_waiting;
@@ -370,13 +383,12 @@ int ld_req_admit(ld_req *r, uint64_t bytes, void (*then)(ld_req *r)) {
      * budget waits until it is alone). */
     int f = fits(r, bytes);
     for (ld_req *w = turns.head; w && f == FITS; w = w->next_waiting)
-        if (w->who.key_id == r->who.key_id || fits(w, w->turn_want) != KEY_FULL) f = SHORT;
+        if (w->who.key_id == r->who.key_id || !waits_for_key(w)) f = SHORT;
     if (turns.stopped || f == FITS) {
         hold(r, bytes, now);
         pthread_mutex_unlock(&turns.mu);
         return 0;
     }
-    r->turn_key_full = f == KEY_FULL;
     if (ld_req_suspend(r, then) != 0) {
         pthread_mutex_unlock(&turns.mu);
         return -1;
@@ -442,10 +454,13 @@ static void turns_stop(void) {
 /* An upload that waited LEAKD_INGEST_WAIT seconds for its share, instead of reading its body:
  * the server's load (503), or its own key's, which the key may slow down for (429). */
 static void turn_wait_over(ld_req *r) {
-    if (r->turn_key_full)
+    if (r->turn_key_full) {
         ld_respond_error(r, 429, "rate_limited",
                          "this key's other uploads hold all the server's memory one key may use; retry later");
-    else
+        /* nothing of it was read or judged: not one of the key's reports this minute */
+        if (r->quota_taken) ld_quota_give_back(r->srv->quota, r->who.key_id, r->quota_bytes);
+        r->quota_taken = 0;
+    } else
         ld_respond_error(r, 503, "unavailable", "the server is busy with other uploads; retry later");
     ld_respond_retry_after(r, (int)turns.wait_limit);
 }
@@ -472,9 +487,17 @@ static void *turns_watch(void *arg) {
         pthread_cond_timedwait(&turns.tick, &turns.mu, &ts);
         if (turns.quit) break;
         double now = mono();
-        ld_req *over = NULL, **link = &over;
+        ld_req *over = NULL, **link = &over, *last = NULL;
         while (turns.head && now - turns.head->reading_since >= turns.wait_limit) {
             ld_req *w = turns.head;
+            /* Waited for its key's share, or for the budget: judged now, not when it queued
+             * (its key's bodies may have ended since, or another key's taken the room). One
+             * that would fit but waited behind its key's older request, answered just before
+             * it, counts as the key's too. */
+            int f = fits(w, w->turn_want);
+            w->turn_key_full = f == KEY_FULL || (f == FITS && last && last->who.key_id == w->who.key_id &&
+                                                 last->turn_key_full);
+            last = w;
             turns.head = w->next_waiting;
             if (!turns.head) turns.tail = NULL;
             w->turn_queued = 0;
@@ -1027,7 +1050,8 @@ static void refuse_address(int fd, const struct sockaddr *sa) {
         close(fd);
         return;
     }
-    ld_linger_close(lingerer, fd);
+    /* one address can open refused connections at will: half the lingerer stays for others */
+    ld_linger_close_sparing(lingerer, fd, LD_LINGER_SOCKETS / 2);
 }
 
 static void *accept_main(void *arg) {
@@ -1157,7 +1181,8 @@ int ld_http_start(ld_server *s, char *err, size_t cap) {
     }
     inflight.closing = 0;
     turns.budget = s->cfg.ingest_memory;
-    turns.per_key = s->cfg.ingest_memory_per_key;
+    /* a share as large as the budget would only let others overtake: it means no share */
+    turns.per_key = s->cfg.ingest_memory_per_key < s->cfg.ingest_memory ? s->cfg.ingest_memory_per_key : 0;
     turns.held = 0;
     turns.holders = 0;
     turns.stopped = 0;

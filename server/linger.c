@@ -24,6 +24,7 @@ typedef struct {
 struct ld_linger {
     pthread_mutex_t mu;
     slot slots[LD_LINGER_SOCKETS];
+    int used;              /* slots taken */
     int ep;                /* epoll: the sockets (data = slot index) and `stop` */
     int stop;              /* eventfd, written to end the thread */
     atomic_ullong *lingered;
@@ -44,6 +45,7 @@ static void release(ld_linger *l, slot *s) {
     epoll_ctl(l->ep, EPOLL_CTL_DEL, s->fd, NULL);
     close(s->fd);
     s->fd = -1;
+    l->used--;
 }
 
 /* Locked. Reads and drops what the socket holds; 1 when it is done with (the client closed its
@@ -132,7 +134,7 @@ void ld_linger_stop(ld_linger *l) {
     free(l);
 }
 
-void ld_linger_close(ld_linger *l, int fd) {
+void ld_linger_close_sparing(ld_linger *l, int fd, int keep_free) {
     if (fd < 0) return;
     if (!l) {
         close(fd);
@@ -145,11 +147,17 @@ void ld_linger_close(ld_linger *l, int fd) {
     int i = 0;
     while (i < LD_LINGER_SOCKETS && l->slots[i].fd >= 0) i++;
     struct epoll_event ev = {.events = EPOLLIN | EPOLLRDHUP, .data.u32 = (uint32_t)i};
-    if (i == LD_LINGER_SOCKETS || epoll_ctl(l->ep, EPOLL_CTL_ADD, fd, &ev) != 0) {
+    if (i == LD_LINGER_SOCKETS || LD_LINGER_SOCKETS - l->used <= keep_free ||
+        epoll_ctl(l->ep, EPOLL_CTL_ADD, fd, &ev) != 0) {
         close(fd);
     } else {
         l->slots[i] = (slot){fd, now, now};
+        l->used++;
         if (l->lingered) atomic_fetch_add(l->lingered, 1);
     }
     pthread_mutex_unlock(&l->mu);
+}
+
+void ld_linger_close(ld_linger *l, int fd) {
+    ld_linger_close_sparing(l, fd, 0);
 }

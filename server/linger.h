@@ -30,5 +30,9 @@ void ld_linger_stop(ld_linger *l);
 /* Takes `fd`, a connected socket whose answer has been sent: shuts its write side, drains it,
  * then closes it. Closes it at once when `l` is NULL or full. */
 void ld_linger_close(ld_linger *l, int fd);
+/* The same, but closes it at once unless more than `keep_free` places stay free for others:
+ * for sockets any client can open at will (LEAKD_CONNECTIONS_PER_ADDRESS's refusals), which
+ * must not take every place from the refusals ld_linger_close is for. */
+void ld_linger_close_sparing(ld_linger *l, int fd, int keep_free);
 
 #endif

@@ -82,7 +82,7 @@ struct ld_req {
     double turn_deadline;
     int turn_fd;                    /* its socket, shut down at the deadline */
     int turn_queued;
-    int turn_key_full;              /* it waits for its own key's share (else for the budget) */
+    int turn_key_full;              /* its wait ended for want of its own key's share (else of the budget) */
     atomic_int body_read;           /* its body has all come (the final call): no deadline now */
     atomic_int turn_dropped;        /* dropped at the deadline: counts as a refused upload */
 };

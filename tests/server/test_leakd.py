@@ -2345,8 +2345,10 @@ class T05f_ConnectionsPerAddress(RawGets, ServerCase):
         self._send_get(other)
         self.assertEqual(self._status(other), 200)
         # a place the first address frees is its own again, once leakd has seen it close
+        open_before = self.server.metrics()["leakd_connections_open"]
         held[0].close()
-        time.sleep(0.5)
+        H.wait_for(lambda: self.server.metrics()["leakd_connections_open"] == open_before - 1, 5, interval=0.05,
+                   what="leakd to see the connection close")
         again = self._connect("127.0.0.11")
         self._send_get(again)
         self.assertEqual(self._status(again), 200)
@@ -2426,6 +2428,39 @@ class T05f_ConnectionsPerAddress(RawGets, ServerCase):
                        what="both connections seen closed")
         self.assertEqual(srv.metrics()["leakd_address_refusals_total"], 4)
         self.assertIn("the latest from ::/64", srv.log())
+
+    def test_refusals_of_one_address_leave_half_the_lingerer_to_others(self):
+        """An address over its limit of 1 opens 160 more connections that each keep part of a
+        request unsent: 128 are drained before closing (half the lingerer's 256 places), the
+        rest closed at once. Another client's upload refused on its headers, sent whole before
+        reading, still lingers and reads its 401."""
+        srv = H.Leakd(self.db, workers=1, connections_per_address=1)
+        self.addCleanup(srv.cleanup)
+        srv.start()
+        lingered = lambda: srv.metrics()["leakd_lingering_closes_total"]
+        held = socket.create_connection(("127.0.0.1", srv.port), timeout=10, source_address=("127.0.0.51", 0))
+        self.addCleanup(held.close)
+        self._send_get(held)
+        self.assertEqual(self._status(held), 200)
+        before = lingered()
+        for _ in range(160):
+            s = socket.create_connection(("127.0.0.1", srv.port), timeout=10, source_address=("127.0.0.51", 0))
+            self.addCleanup(s.close)
+            s.sendall(b"GET /healthz HTTP/1.1\r\nHo")
+        H.wait_for(lambda: srv.metrics()["leakd_address_refusals_total"] == 160, 5, interval=0.05,
+                   what="160 refusals")
+        self.assertEqual(lingered() - before, 128)
+        s = socket.create_connection(("127.0.0.1", srv.port), timeout=10, source_address=("127.0.0.52", 0))
+        self.addCleanup(s.close)
+        size = 8 << 20
+        s.sendall(("POST /v1/reports HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer lw_ingest_999_%s\r\n"
+                   "Content-Type: multipart/form-data; boundary=b\r\nContent-Length: %d\r\n\r\n"
+                   % ("A" * 32, size)).encode())
+        for _ in range(size // (1 << 20)):
+            s.sendall(b"x" * (1 << 20))
+        got = answer_on(self, s, 10)
+        self.assertIsNotNone(got, "the 401 was lost")
+        self.assertEqual(got[0], 401)
 
     def test_an_upload_sent_whole_before_reading_gets_its_429(self):
         """The refusal is written before the request is read; the lingerer drains what the
@@ -2591,12 +2626,12 @@ class T05g_IngestMemoryPerKey(RawTracesUploads, ServerCase):
         a, b = self.new_app(), self.new_app()
         port = self.server.port
         waited0 = self._metric("leakd_uploads_waited_total")
-        slow = []
-        for _ in range(3):
+        slow = [self._start_upload(port, a, self._doc(20000), 10000)]
+        H.wait_for(lambda: self._metric("leakd_ingest_memory_held_bytes") > 0, 5, interval=0.05, what="A1 to hold")
+        for waiting in (1, 2):
             slow.append(self._start_upload(port, a, self._doc(20000), 10000))
-            time.sleep(0.1)
-        H.wait_for(lambda: self._metric("leakd_uploads_waiting") == 2, 5, interval=0.05,
-                   what="A2 and A3 to wait (leakd_uploads_waiting 2)")
+            H.wait_for(lambda: self._metric("leakd_uploads_waiting") == waiting, 5, interval=0.05,
+                       what="%d of A's uploads to wait" % waiting)
         t0 = time.monotonic()
         bs, meta_b, _ = self._start_upload(port, b, self._doc(20000), None)
         status, obj = self._answer(bs, timeout=10)
@@ -2620,7 +2655,7 @@ class T05g_IngestMemoryPerKey(RawTracesUploads, ServerCase):
         a = self.new_app()
         port = self.server.port
         a1, _, _ = self._start_upload(port, a, self._doc(20000), 10000)
-        time.sleep(0.3)
+        H.wait_for(lambda: self._metric("leakd_ingest_memory_held_bytes") > 0, 5, interval=0.05, what="A1 to hold")
         t0 = time.monotonic()
         a2, meta2, _ = self._start_upload(port, a, self._doc(20000), None)
         status, obj = self._answer(a2, timeout=10)
@@ -2630,6 +2665,92 @@ class T05g_IngestMemoryPerKey(RawTracesUploads, ServerCase):
         self.assertGreater(time.monotonic() - t0, 2.5)
         self.assertEqual(H.psql(self.db, "SELECT count(*) FROM reports WHERE id = '%s'" % meta2["report_id"]), [["0"]])
         a1.close()
+
+
+    def test_waiting_for_its_keys_share_uses_none_of_the_keys_quota(self):
+        """LEAKD_QUOTA_REPORTS_PER_MIN=2: A1 is stored, A2 waits for A's share until its 429, and
+        A3 is still stored: the 429 gave back the report it had taken from the quota, as the
+        503 of a wait for the server's memory does. (Reviewed 2026-12-03: A3 got 'quota is
+        spent'.)"""
+        app = H.create_app(self.db, "app-" + uuid.uuid4().hex[:10])  # before it starts: its keys are cached
+        srv = H.Leakd(self.db, workers=1, quota_reports_per_min=2, **self.settings)
+        self.addCleanup(srv.cleanup)
+        srv.start()
+        a1, meta1, body1 = self._start_upload(srv.port, app, self._doc(20000), 10000)
+        H.wait_for(lambda: self._metric("leakd_ingest_memory_held_bytes", srv) > 0, 5, interval=0.05, what="A1 to hold")
+        a2, _, _ = self._start_upload(srv.port, app, self._doc(20000), None)
+        status, obj = self._answer(a2, timeout=10)
+        self.assertEqual((status, obj["error"]["code"]), (429, "rate_limited"), obj)
+        a1.sendall(body1[10000:])
+        status, obj = self._answer(a1)
+        self.assertEqual((status, obj["id"]), (202, meta1["report_id"]), obj)
+        a3, meta3, _ = self._start_upload(srv.port, app, self._doc(20000), None)
+        status, obj = self._answer(a3)
+        self.assertEqual((status, obj.get("id")), (202, meta3["report_id"]), obj)
+
+    def test_a_wait_is_judged_when_it_ends(self):
+        """A1, B1 and C1 hold (61.5 KB); D1 waits for the budget, then A2 for A's share. A1 ends:
+        D1 takes its room, and A2, whose key now holds nothing, waits for the budget alone: its
+        answer is the server's 503, not the key's 429. (Reviewed 2026-12-03: it got the 429
+        judged when it queued.)"""
+        a, b, c, d = self.new_app(), self.new_app(), self.new_app(), self.new_app()
+        port = self.server.port
+        held = lambda: self._metric("leakd_ingest_memory_held_bytes")
+        a1, _, body_a1 = self._start_upload(port, a, self._doc(20000), 10000)
+        for app in (b, c):
+            before = held()
+            self._start_upload(port, app, self._doc(20000), 10000)
+            H.wait_for(lambda: held() > before, 5, interval=0.05, what="an upload to hold its share")
+        self._start_upload(port, d, self._doc(20000), 10000)
+        H.wait_for(lambda: self._metric("leakd_uploads_waiting") == 1, 5, interval=0.05, what="D1 to wait")
+        a2, _, _ = self._start_upload(port, a, self._doc(20000), None)
+        H.wait_for(lambda: self._metric("leakd_uploads_waiting") == 2, 5, interval=0.05, what="A2 to wait")
+        a1.sendall(body_a1[10000:])
+        self.assertEqual(self._answer(a1)[0], 202)
+        status, obj = self._answer(a2, timeout=10)
+        self.assertEqual((status, obj["error"]["code"]), (503, "unavailable"), obj)
+
+    def test_a_keys_uploads_keep_their_order(self):
+        """A1 holds 20.5 KB of A's 32 KiB; A2 (20.5 KB) waits for A's share, then A3 (5 KB), which
+        would fit, waits behind it. B's upload, of another key, is stored at once (before: it
+        waited behind A3 and got 503), and when the queue is looked at again A3 still waits (it
+        could go past A2 then, found by reading). A1's rest comes: A2 and A3 go on together, and
+        both are stored."""
+        a, b = self.new_app(), self.new_app()
+        port = self.server.port
+        a1, _, body1 = self._start_upload(port, a, self._doc(20000), 10000)
+        H.wait_for(lambda: self._metric("leakd_ingest_memory_held_bytes") > 0, 5, interval=0.05, what="A1 to hold")
+        a2, meta2, _ = self._start_upload(port, a, self._doc(20000), None)
+        H.wait_for(lambda: self._metric("leakd_uploads_waiting") == 1, 5, interval=0.05, what="A2 to wait")
+        a3, meta3, _ = self._start_upload(port, a, self._doc(4000), None)
+        H.wait_for(lambda: self._metric("leakd_uploads_waiting") == 2, 5, interval=0.05, what="A3 to wait")
+        bs, _, _ = self._start_upload(port, b, self._doc(4000), None)
+        self.assertEqual(self._answer(bs)[0], 202)
+        self.assertEqual(select.select([a2, a3], [], [], 0.5)[0], [], "A3 went past A2")
+        a1.sendall(body1[10000:])
+        self.assertEqual(self._answer(a1)[0], 202)
+        for s, meta in ((a2, meta2), (a3, meta3)):
+            status, obj = self._answer(s)
+            self.assertEqual((status, obj.get("id")), (202, meta["report_id"]), obj)
+
+    def test_a_share_as_large_as_the_budget_is_no_share(self):
+        """LEAKD_INGEST_MEMORY_PER_KEY equal to LEAKD_INGEST_MEMORY acts as 0: A2 waits for the
+        budget first come, first served, so C1 (another key, small enough to fit) waits behind
+        it, and A2's answer after its wait is the server's 503. (Reviewed 2026-12-03: C1 went
+        past A2, which got 429.)"""
+        a = H.create_app(self.db, "app-" + uuid.uuid4().hex[:10])
+        c = H.create_app(self.db, "app-" + uuid.uuid4().hex[:10])
+        srv = H.Leakd(self.db, workers=1, **dict(self.settings, ingest_memory_per_key="64K"))
+        self.addCleanup(srv.cleanup)
+        srv.start()
+        self._start_upload(srv.port, a, self._doc(40000), 10000)
+        H.wait_for(lambda: self._metric("leakd_ingest_memory_held_bytes", srv) > 0, 5, interval=0.05, what="A1 to hold")
+        a2, _, _ = self._start_upload(srv.port, a, self._doc(40000), None)
+        H.wait_for(lambda: self._metric("leakd_uploads_waiting", srv) == 1, 5, interval=0.05, what="A2 to wait")
+        c1, _, _ = self._start_upload(srv.port, c, self._doc(10000), None)
+        self.assertEqual(select.select([c1], [], [], 1.0)[0], [], "C1 went past A2")
+        status, obj = self._answer(a2, timeout=10)
+        self.assertEqual((status, obj["error"]["code"]), (503, "unavailable"), obj)
 
 
 # =============================================================================================
