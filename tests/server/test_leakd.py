@@ -68,6 +68,18 @@ def one(url, sql):
     return r[0][0]
 
 
+def drip_headers(s, stop, every):
+    """Sends a request's headers a byte at a time, one each `every` seconds, until `stop` is set
+    or the server closes the connection (a slowloris client)."""
+    try:
+        s.sendall(b"GET /healthz HTTP/1.1\r\nHo")
+        while not stop.is_set():
+            s.sendall(b"o")
+            time.sleep(every)
+    except OSError:
+        pass  # closed by leakd
+
+
 def answer_on(test, s, timeout):
     """(status, head, JSON body) of the answer read on socket `s`, or None when leakd closed it
     without one; fails `test` when neither comes within `timeout` seconds."""
@@ -2235,15 +2247,6 @@ class T05e_SlowHeaders(RawGets, ServerCase):
     workers = 1
     settings = {"connection_limit": 4, "http_threads": 2, "connection_timeout": 30, "header_timeout": 2}
 
-    def _drip(self, s, stop):
-        try:
-            s.sendall(b"GET /healthz HTTP/1.1\r\nHo")
-            while not stop.is_set():
-                s.sendall(b"o")
-                time.sleep(0.4)
-        except OSError:
-            pass  # closed by leakd
-
     def test_slow_headers_do_not_hold_the_connections(self):
         # Four clients each send a header byte every 0.4 s and fill the limit; a fifth waits
         # behind them. Before the header timeout they held all four places for ever.
@@ -2253,7 +2256,7 @@ class T05e_SlowHeaders(RawGets, ServerCase):
         drips = [socket.create_connection(("127.0.0.1", self.server.port), timeout=10) for _ in range(4)]
         for s in drips:
             self.addCleanup(s.close)
-            threading.Thread(target=self._drip, args=(s, stop), daemon=True).start()
+            threading.Thread(target=drip_headers, args=(s, stop, 0.4), daemon=True).start()
         time.sleep(0.3)
         t0 = time.monotonic()
         waiting = socket.create_connection(("127.0.0.1", self.server.port), timeout=15)
@@ -2363,18 +2366,9 @@ class T05f_ConnectionsPerAddress(RawGets, ServerCase):
         as the header timeout."""
         stop = threading.Event()
         self.addCleanup(stop.set)
-
-        def drip(s):
-            try:
-                s.sendall(b"GET /healthz HTTP/1.1\r\nHo")
-                while not stop.is_set():
-                    s.sendall(b"o")
-                    time.sleep(0.3)
-            except OSError:
-                pass
         drips = [self._connect("127.0.0.21") for _ in range(10)]
         for s in drips:
-            threading.Thread(target=drip, args=(s,), daemon=True).start()
+            threading.Thread(target=drip_headers, args=(s, stop, 0.3), daemon=True).start()
         time.sleep(0.5)
         t0 = time.monotonic()
         other = self._connect("127.0.0.22")
