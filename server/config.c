@@ -47,7 +47,7 @@ static const setting settings[] = {
     U("LEAKD_INGEST_MEMORY_PER_KEY", "--ingest-memory-per-key", ingest_memory_per_key, "4194304",
       "of LEAKD_INGEST_MEMORY, what one key's traces bodies may hold at once; its others wait and let other keys' go on (0 = no limit)"),
     I("LEAKD_INGEST_WAIT", "--ingest-wait", ingest_wait_s, "10", 1,
-      "seconds an upload may wait for room in LEAKD_INGEST_MEMORY before it is answered 503"),
+      "seconds an upload may wait for room in LEAKD_INGEST_MEMORY before it is answered 503 (429 when it waited for its key's share)"),
     I("LEAKD_CONNECTION_TIMEOUT", "--connection-timeout", connection_timeout_s, "30", 1,
       "seconds a connection may stay silent while a request is under way"),
     I("LEAKD_HEADER_TIMEOUT", "--header-timeout", header_timeout_s, "10", 0,
@@ -95,7 +95,7 @@ const char ld_config_help[] =
     "                                                           (64; 0 = no limit: behind a proxy)\n"
     "  --ingest-memory N           LEAKD_INGEST_MEMORY          traces bodies handled at once (16M; 0 = no limit)\n"
     "  --ingest-memory-per-key N   LEAKD_INGEST_MEMORY_PER_KEY  of it, one key's at once (4M; 0 = no limit)\n"
-    "  --ingest-wait S             LEAKD_INGEST_WAIT            wait for room in it, then 503 (10)\n"
+    "  --ingest-wait S             LEAKD_INGEST_WAIT            wait for room in it, then 503 or 429 (10)\n"
     "  --connection-timeout S      LEAKD_CONNECTION_TIMEOUT     silence allowed within a request (30)\n"
     "  --header-timeout S          LEAKD_HEADER_TIMEOUT         seconds to send a request's headers (10; 0 = none)\n"
     "  --min-upload-rate N         LEAKD_MIN_UPLOAD_RATE        bytes/s after 10 s (4096)\n"

@@ -338,7 +338,8 @@ static int waits_for_key(const ld_req *w) {
 
 /* The waiting take their shares, oldest first, while the budget has room (locked): the list of
  * them (through next_waiting), to resume once unlocked. Nobody overtakes one the budget is short
- * for; one whose key holds its share is passed over. */
+ * for; one that waits for its key (its key holds its share, or an older one of its key waits)
+ * is passed over. */
 static ld_req *admit_waiting(double now) {
     ld_req *go = NULL, **link = &go, **at = &turns.head, *prev = NULL;
     while (*at) {
