@@ -80,6 +80,18 @@ def drip_headers(s, stop, every):
         pass  # closed by leakd
 
 
+def read_head(s):
+    """What socket `s` receives up to the end of an answer's headers, or until the peer closes
+    it first (then without them)."""
+    data = b""
+    while b"\r\n\r\n" not in data:
+        more = s.recv(65536)
+        if not more:
+            break
+        data += more
+    return data
+
+
 def answer_on(test, s, timeout):
     """(status, head, JSON body) of the answer read on socket `s`, or None when leakd closed it
     without one; fails `test` when neither comes within `timeout` seconds."""
@@ -1815,13 +1827,7 @@ class T04_Api(ServerCase):
             s.sendall(request)
         except OSError:
             pass
-        data = b""
-        while b"\r\n\r\n" not in data:
-            more = s.recv(65536)
-            if not more:
-                break
-            data += more
-        head, _, body = data.partition(b"\r\n\r\n")
+        head, _, body = read_head(s).partition(b"\r\n\r\n")
         lines = head.decode("latin-1").split("\r\n")
         hdrs = H._Headers(l.split(": ", 1) for l in lines[1:] if ": " in l)
         clen = int(hdrs.get("Content-Length") or 0)
@@ -2111,11 +2117,8 @@ class RawGets:
 
     def _status(self, s, timeout=10):
         s.settimeout(timeout)
-        data = b""
-        while b"\r\n\r\n" not in data:
-            chunk = s.recv(4096)
-            self.assertTrue(chunk, "connection closed before an answer")
-            data += chunk
+        data = read_head(s)
+        self.assertIn(b"\r\n\r\n", data, "connection closed before an answer")
         return int(data.split(b" ", 2)[1])
 
     def _kept_alive(self, n):
@@ -2993,12 +2996,7 @@ class T07_WorkerLifecycle(ServerCase):
         with self.assertRaises(OSError):
             socket.create_connection(("127.0.0.1", srv.port), timeout=2).close()
         s.sendall(body[len(body) // 2:])
-        data = b""
-        while b"\r\n\r\n" not in data:
-            chunk = s.recv(65536)
-            if not chunk:
-                break
-            data += chunk
+        data = read_head(s)
         self.assertTrue(data.startswith(b"HTTP/1.1 202"), data[:300])
         self.assertEqual(srv.proc.wait(timeout=10), 0)
         self.assertEqual(H.psql(self.db, "SELECT status FROM reports WHERE id = '%s'" % meta["report_id"]), [["done"]])
