@@ -67,6 +67,8 @@ typedef struct sink {
     const char *in_path, *out_path;
     uint64_t max_bytes, written;  /* written: bytes decoded so far (the cap counts them) */
     lw__zstd_head_check check;    /* NULL once the head is accepted, or when none is judged */
+    lw__zstd_feed_check feed;     /* NULL when nothing is judged after the head */
+    void *feed_ctx;
     size_t head_len, head_n;
     uint8_t head[LW__ZSTD_HEAD_MAX];
     /* zstd checks a frame's stated content size only at its end, so the bytes of a frame that
@@ -99,19 +101,33 @@ static void frame_begin(sink *s, const uint8_t *p, size_t n) {
     frame_feed(s, p, n);
 }
 
-/* Runs the head check on what was gathered and, if it passes, writes it out. */
-static lw_status accept_head(sink *s, lw_error *err) {
-    lw_error e = {0};
-    lw_status st = s->check(s->head, s->head_n, &e);
-    s->check = NULL;
-    if (st != LW_OK) return lw__fail(err, st, "%.200s: decompressed content: %.300s", s->in_path, e.message);
-    if (write_all(s->fd, s->head, s->head_n) != 0)
+static lw_status refused(const sink *s, lw_status st, const lw_error *e, lw_error *err) {
+    return lw__fail(err, st, "%.200s: decompressed content: %.300s", s->in_path, e->message);
+}
+
+/* Judges `n` bytes after the head with the feed check and writes them out. */
+static lw_status pass_on(sink *s, const uint8_t *p, size_t n, lw_error *err) {
+    if (s->feed) {
+        lw_error e = {0};
+        lw_status st = s->feed(s->feed_ctx, p, n, &e);
+        if (st != LW_OK) return refused(s, st, &e, err);
+    }
+    if (n && write_all(s->fd, p, n) != 0)
         return lw__fail(err, LW_ERR_IO, "%s: write failed: %s", s->out_path, strerror(errno));
     return LW_OK;
 }
 
+/* Runs the head check on what was gathered and, if it passes, passes it on. */
+static lw_status accept_head(sink *s, lw_error *err) {
+    lw_error e = {0};
+    lw_status st = s->check(s->head, s->head_n, &e);
+    s->check = NULL;
+    if (st != LW_OK) return refused(s, st, &e, err);
+    return pass_on(s, s->head, s->head_n, err);
+}
+
 /* Takes `n` decoded bytes: counts them against the cap and the frame's size, holds them back
- * until the head is judged, writes them. */
+ * until the head is judged, passes them on. */
 static lw_status emit(sink *s, const uint8_t *p, size_t n, lw_error *err) {
     if (n > s->max_bytes - s->written)
         return lw__fail(err, LW_ERR_LIMIT, "%s: decompresses to more than the %llu-byte cap", s->in_path,
@@ -131,14 +147,14 @@ static lw_status emit(sink *s, const uint8_t *p, size_t n, lw_error *err) {
         lw_status st = accept_head(s, err);
         if (st != LW_OK) return st;
     }
-    if (n && write_all(s->fd, p, n) != 0)
-        return lw__fail(err, LW_ERR_IO, "%s: write failed: %s", s->out_path, strerror(errno));
-    return LW_OK;
+    return n ? pass_on(s, p, n, err) : LW_OK;
 }
 
 lw_status lw__zstd_decompress_file_checked(const char *in_path, const char *out_path, uint64_t max_bytes,
-                                           lw__zstd_head_check check, size_t head_len, lw_error *err) {
+                                           const lw__zstd_checks *checks, lw_error *err) {
     if (!in_path || !out_path) return lw__fail(err, LW_ERR_USAGE, "zstd: missing path");
+    lw__zstd_head_check check = checks ? checks->head : NULL;
+    size_t head_len = checks ? checks->head_len : 0;
     if (check && (head_len == 0 || head_len > LW__ZSTD_HEAD_MAX))
         return lw__fail(err, LW_ERR_USAGE, "zstd: head check of %zu bytes (1 to %d)", head_len, LW__ZSTD_HEAD_MAX);
     lw_status st = LW_OK;
@@ -150,7 +166,7 @@ lw_status lw__zstd_decompress_file_checked(const char *in_path, const char *out_
     size_t last = 0;
     int any_input = 0;
     sink s = {.fd = -1, .in_path = in_path, .out_path = out_path, .max_bytes = max_bytes, .check = check,
-              .head_len = head_len};
+              .head_len = head_len, .feed = checks ? checks->feed : NULL, .feed_ctx = checks ? checks->feed_ctx : NULL};
     if (!ibuf || !obuf || !(dctx = ZSTD_createDCtx())) {
         st = lw__fail(err, LW_ERR_NOMEM, "zstd: out of memory");
         goto out;
@@ -214,6 +230,8 @@ lw_status lw__zstd_decompress_file_checked(const char *in_path, const char *out_
     }
     /* content shorter than the head: judged whole */
     if (s.check) st = accept_head(&s, err);
+    /* the end, for the feed check to judge what it holds back */
+    if (st == LW_OK && s.feed) st = pass_on(&s, NULL, 0, err);
 out:
     st = close_pair(in, out, out_path, st, err);
     ZSTD_freeDCtx(dctx);
@@ -223,7 +241,7 @@ out:
 }
 
 lw_status lw_zstd_decompress_file(const char *in_path, const char *out_path, uint64_t max_bytes, lw_error *err) {
-    return lw__zstd_decompress_file_checked(in_path, out_path, max_bytes, NULL, 0, err);
+    return lw__zstd_decompress_file_checked(in_path, out_path, max_bytes, NULL, err);
 }
 
 lw_status lw_zstd_compress_file(const char *in_path, const char *out_path, int level, lw_error *err) {

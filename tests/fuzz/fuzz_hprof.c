@@ -1,6 +1,7 @@
 /* fuzz_hprof.c — libFuzzer target for the HPROF reader and everything that reads a heap:
  * pass-1 index, leak finder, path finder, trace builder, retained sizes, rendering,
- * histograms. The input bytes are opened from memory (no disk I/O).
+ * histograms. The input bytes are opened from memory (no disk I/O). The check that judges a
+ * dump as it is decompressed (lw__hprof_check) must refuse nothing the reader takes.
  *
  * Build: see tests/fuzz/README.md. The same file links into fuzz_hprof_replay (replay.c
  * provides main) so ctest re-runs the corpus and regressions/ without libFuzzer. */
@@ -10,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "hprof_reader.h"
 #include "leakcore.h"
 
 /* Internal to libleakcore (heap_objects.c): opens a dump held in memory. */
@@ -34,11 +36,33 @@ static void exercise_report(const lw_leak_report *report) {
     free(pretty);
 }
 
+/* Feeds the input to the check in pieces of a size the input chooses; aborts when the check
+ * refuses what the reader took. */
+static void check_agrees(const uint8_t *data, size_t size, int reader_took) {
+    lw__hprof_check c;
+    lw__hprof_check_init(&c);
+    size_t piece = 1 + (size ? data[size / 2] : 0) % 97u;
+    lw_error e;
+    memset(&e, 0, sizeof e);
+    lw_status st = LW_OK;
+    for (size_t at = 0; at < size && st == LW_OK; at += piece)
+        st = lw__hprof_check_feed(&c, data + at, size - at < piece ? size - at : piece, &e);
+    if (st == LW_OK) st = lw__hprof_check_end(&c, &e);
+    lw__hprof_check_free(&c);
+    if (st != LW_OK && (e.message[0] == '\0' || reader_took)) {
+        fprintf(stderr, "the check refused %s: %s\n", reader_took ? "what the reader took" : "without a message",
+                e.message);
+        abort();
+    }
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     lw_heap *heap = NULL;
     lw_error err;
     memset(&err, 0, sizeof err);
-    if (lw__heap_open_memory(&heap, data, size, &err) != LW_OK) {
+    lw_status opened = lw__heap_open_memory(&heap, data, size, &err);
+    check_agrees(data, size, opened == LW_OK);
+    if (opened != LW_OK) {
         /* A failure must say why. */
         if (err.status == LW_OK || err.message[0] == '\0') {
             fprintf(stderr, "open failed without an lw_error: status %d\n", (int)err.status);

@@ -463,6 +463,199 @@ static void test_corrupt_bytes_never_crash_open_or_analysis(void **state) {
     }
 }
 
+/* ---- lw__hprof_check: the reader's verdicts on a dump as it comes ------------------------- */
+
+/* Feeds `size` bytes to a new check in pieces of `piece` bytes (0: random, 1 to 300), then
+ * ends it. */
+static lw_status check_in_pieces(const uint8_t *d, size_t size, size_t piece, lw__hprof_check *c, lw_error *err) {
+    lw__hprof_check_init(c);
+    lw_status st = LW_OK;
+    for (size_t at = 0; at < size && st == LW_OK;) {
+        size_t k = piece ? piece : 1 + (size_t)rand() % 300;
+        if (k > size - at) k = size - at;
+        /* an exact-size copy of each piece, so a sanitizer sees any read past it */
+        uint8_t *copy = malloc(k);
+        memcpy(copy, d + at, k);
+        st = lw__hprof_check_feed(c, copy, k, err);
+        free(copy);
+        at += k;
+    }
+    return st == LW_OK ? lw__hprof_check_end(c, err) : st;
+}
+
+/* The offset of the first sub-record of the first heap-dump record. */
+static size_t first_subrecord(const uint8_t *d, size_t size) {
+    uint64_t bounds[512];
+    size_t nb;
+    hb_scan_records(d, size, NULL, bounds, 512, &nb);
+    for (size_t i = 0; i + 1 < nb; i++)
+        if (d[bounds[i]] == LW_TAG_HEAP_DUMP_SEGMENT || d[bounds[i]] == LW_TAG_HEAP_DUMP) return (size_t)bounds[i] + 9;
+    fail_msg("no heap-dump record");
+    return 0;
+}
+
+static void test_check_follows_every_record_in_any_pieces(void **state) {
+    (void)state;
+    const char *versions[] = {HB_ANDROID, HB_JVM};
+    srand(4242);
+    for (int v = 0; v < 2; v++)
+        for (unsigned ids = 4; ids <= 8; ids += 4) {
+            hb *b = every_kind_dump(versions[v], ids);
+            size_t size;
+            uint8_t *data = hb_bytes(b, &size);
+            const size_t pieces[] = {1, 2, 3, 5, 8, 13, 64, 1000, 0, 0, 0, size};
+            for (size_t i = 0; i < sizeof pieces / sizeof pieces[0]; i++) {
+                lw__hprof_check c;
+                lw_error err = {0};
+                lw_status st = check_in_pieces(data, size, pieces[i], &c, &err);
+                if (st != LW_OK) fail_msg("pieces of %zu: %s", pieces[i], err.message);
+                /* it ends where the dump does, between two records */
+                assert_int_equal(c.at, size);
+                assert_int_equal(c.skip, 0);
+                assert_int_equal(c.n, 0);
+                assert_int_equal(c.id_size, ids);
+                lw__hprof_check_free(&c);
+            }
+            /* what has not come is not judged: no cut of a valid dump is refused */
+            for (size_t cut = 0; cut <= size; cut++) {
+                lw__hprof_check c;
+                lw_error err = {0};
+                if (check_in_pieces(data, cut, cut % 7 ? 0 : cut, &c, &err) != LW_OK) fail_msg("cut %zu: %s", cut, err.message);
+                lw__hprof_check_free(&c);
+            }
+            free(data);
+            hb_free(b);
+        }
+}
+
+/* The check refuses with the reader's own message, whatever the pieces. */
+static void expect_same_refusal(const uint8_t *d, size_t size, const char *what) {
+    lw_heap *heap = NULL;
+    lw_error rerr = {0};
+    assert_int_equal(lw__heap_open_memory(&heap, d, size, &rerr), LW_ERR_FORMAT);
+    const size_t pieces[] = {1, 9, 0, size};
+    for (size_t i = 0; i < sizeof pieces / sizeof pieces[0]; i++) {
+        lw__hprof_check c;
+        lw_error err = {0};
+        lw_status st = check_in_pieces(d, size, pieces[i], &c, &err);
+        lw__hprof_check_free(&c);
+        if (st != LW_ERR_FORMAT) fail_msg("%s, pieces of %zu: not refused (the reader: %s)", what, pieces[i], rerr.message);
+        if (strcmp(err.message, rerr.message) != 0)
+            fail_msg("%s, pieces of %zu: '%s', the reader: '%s'", what, pieces[i], err.message, rerr.message);
+    }
+}
+
+static void test_check_refuses_as_the_reader_does(void **state) {
+    (void)state;
+    for (unsigned ids = 4; ids <= 8; ids += 4) {
+        hb *b = every_kind_dump(HB_ANDROID, ids);
+        size_t size;
+        uint8_t *data = hb_bytes(b, &size);
+        uint8_t *copy = malloc(size);
+        size_t records = (size_t)(memchr(data, 0, 64) - (void *)data) + 13, sub = first_subrecord(data, size);
+        memcpy(copy, data, size);
+        copy[records] = 0x00; /* a record tag the format does not define */
+        expect_same_refusal(copy, size, "record tag 0");
+        memcpy(copy, data, size);
+        copy[records] = 0x2D;
+        expect_same_refusal(copy, size, "record tag 0x2d");
+        memcpy(copy, data, size);
+        copy[sub] = 0x00;
+        expect_same_refusal(copy, size, "sub-record tag 0");
+        memcpy(copy, data, size);
+        copy[sub] = 0x24;
+        expect_same_refusal(copy, size, "sub-record tag 0x24");
+        /* a header that is not one, and an identifier size the reader does not read */
+        memcpy(copy, data, size);
+        copy[0] = 'X';
+        expect_same_refusal(copy, size, "version");
+        memcpy(copy, data, size);
+        copy[records - 12 + 3] = 2;
+        expect_same_refusal(copy, size, "id size 2");
+        free(copy);
+        free(data);
+        hb_free(b);
+    }
+}
+
+/* A CLASS_DUMP larger than the check's first room for one item (64 KiB), and the same with a
+ * field of no type at its very end. */
+static void test_check_measures_a_large_class_dump(void **state) {
+    (void)state;
+    const unsigned statics = 30000, ids = 4;
+    const size_t sub = 1 + 7 * ids + 8 + 2 + 2 + (size_t)statics * (ids + 1 + 8) + 2;
+    const size_t head = sizeof HB_JVM + 12, size = head + 9 + sub;
+    uint8_t *d = calloc(1, size);
+    memcpy(d, HB_JVM, sizeof HB_JVM); /* and its NUL */
+    lw__put_be32(d + sizeof HB_JVM, ids);
+    uint8_t *r = d + head;
+    r[0] = LW_TAG_HEAP_DUMP_SEGMENT;
+    lw__put_be32(r + 5, (uint32_t)sub);
+    uint8_t *q = r + 9;
+    q[0] = LW_SUB_CLASS_DUMP;
+    lw__put_be32(q + 1, 7); /* its class id; the rest of the header 0, no constants */
+    q += 1 + 7 * ids + 8 + 2;
+    lw__put_be16(q, (uint16_t)statics);
+    q += 2;
+    for (unsigned i = 0; i < statics; i++, q += ids + 1 + 8) q[ids] = LW_T_LONG;
+    assert_true((size_t)(q + 2 - d) == size); /* no instance fields */
+    lw__hprof_check c;
+    lw_error err = {0};
+    const size_t pieces[] = {4096, 0, size};
+    for (size_t i = 0; i < 3; i++) {
+        if (check_in_pieces(d, size, pieces[i], &c, &err) != LW_OK) fail_msg("pieces of %zu: %s", pieces[i], err.message);
+        assert_int_equal(c.at, size);
+        assert_true(c.cap > 64 * 1024 || pieces[i] == size);
+        lw__hprof_check_free(&c);
+    }
+    q[-9] = 0; /* the last static's type */
+    expect_same_refusal(d, size, "the last static of no type");
+    free(d);
+}
+
+/* Random corruption (fixed seed): whatever the check refuses, the reader refuses too, and with
+ * the same message, except where the reader first finds a record running past the file's end
+ * (the check does not judge the end) or something inside a record (nor what is inside). */
+static void test_check_never_refuses_what_the_reader_takes(void **state) {
+    (void)state;
+    int refused = 0, same = 0;
+    for (unsigned ids = 4; ids <= 8; ids += 4) {
+        hb *b = every_kind_dump_kwr(HB_ANDROID, ids, HB_KWR_LEAKCANARY1);
+        size_t size;
+        uint8_t *data = hb_bytes(b, &size);
+        uint8_t *copy = malloc(size);
+        srand(991 + ids);
+        for (int iter = 0; iter < 3000; iter++) {
+            memcpy(copy, data, size);
+            int flips = 1 + rand() % 3;
+            for (int k = 0; k < flips; k++) {
+                size_t at = (size_t)rand() % size;
+                if (rand() % 3 == 0) copy[at] = (uint8_t)(rand() % 256);
+                else copy[at] ^= (uint8_t)(1u << (rand() % 8));
+            }
+            lw__hprof_check c;
+            lw_error err = {0};
+            lw_status st = check_in_pieces(copy, size, 0, &c, &err);
+            lw__hprof_check_free(&c);
+            if (st == LW_OK) continue;
+            assert_int_equal(st, LW_ERR_FORMAT);
+            refused++;
+            if (!has_strings_and_loads(copy, size)) continue; /* see the _BUG_qsort_null test */
+            lw_heap *heap = NULL;
+            lw_error rerr = {0};
+            lw_status rst = lw__heap_open_memory(&heap, copy, size, &rerr);
+            if (rst == LW_OK) fail_msg("iteration %d: the check refused ('%s'), the reader took it", iter, err.message);
+            same += strcmp(err.message, rerr.message) == 0;
+        }
+        free(copy);
+        free(data);
+        hb_free(b);
+    }
+    print_message("the check refused %d of 6000 corrupt dumps, %d with the reader's own message\n", refused, same);
+    assert_true(refused > 500);
+    assert_true(same * 10 > refused * 8);
+}
+
 static void test_record_and_subrecord_tag_names(void **state) {
     (void)state;
     assert_string_equal(lw__hprof_tag_name(LW_TAG_HEAP_DUMP_SEGMENT), "HEAP_DUMP_SEGMENT");
@@ -486,6 +679,10 @@ int main(void) {
         cmocka_unit_test(test_truncated_files_fail_cleanly_with_offset),
         cmocka_unit_test(test_corrupt_bytes_never_crash_open_or_analysis),
         cmocka_unit_test(test_record_and_subrecord_tag_names),
+        cmocka_unit_test(test_check_follows_every_record_in_any_pieces),
+        cmocka_unit_test(test_check_refuses_as_the_reader_does),
+        cmocka_unit_test(test_check_measures_a_large_class_dump),
+        cmocka_unit_test(test_check_never_refuses_what_the_reader_takes),
         /* last: under UBSan it aborts the process until the library bug is fixed */
         cmocka_unit_test(test_header_only_and_string_only_dumps_are_valid_BUG_qsort_null),
     };

@@ -122,15 +122,35 @@ static void test_compress_decompress_round_trip(void **state) {
     free(d);
 }
 
+/* Big-endian u4 at `p`. */
+static void put_u4(uint8_t *p, uint32_t v) {
+    p[0] = (uint8_t)(v >> 24), p[1] = (uint8_t)(v >> 16), p[2] = (uint8_t)(v >> 8), p[3] = (uint8_t)v;
+}
+
+/* The 31-byte header of an HPROF with 4-byte identifiers. */
+#define HPROF_HEADER HB_JVM "\0\0\0\0\4\0\0\0\0\0\0\0\0"
+#define HPROF_HEADER_LEN (sizeof HPROF_HEADER - 1)
+
+/* Writes at the start of `f`, which holds `size` zero bytes, an HPROF whose one heap-dump
+ * segment is a byte array of zeros to the end: a bomb that is a valid dump. */
+static void put_valid_bomb(FILE *f, uint64_t size) {
+    uint8_t rec[9 + 14] = {LW_TAG_HEAP_DUMP_SEGMENT};
+    put_u4(rec + 5, (uint32_t)(size - HPROF_HEADER_LEN - 9));
+    rec[9] = LW_SUB_PRIMITIVE_ARRAY_DUMP;
+    put_u4(rec + 9 + 9, (uint32_t)(size - HPROF_HEADER_LEN - sizeof rec));
+    rec[9 + 13] = LW_T_BYTE;
+    assert_int_equal(fwrite(HPROF_HEADER, 1, HPROF_HEADER_LEN, f), HPROF_HEADER_LEN);
+    assert_int_equal(fwrite(rec, 1, sizeof rec, f), sizeof rec);
+}
+
 static void test_decompression_bomb_hits_cap_and_output_is_removed(void **state) {
     (void)state;
     char *in = hb_temp_path(".bin"), *z = hb_temp_path(".zst"), *out = hb_temp_path(".out");
     FILE *f = fopen(in, "wb");
     assert_non_null(f);
     assert_int_equal(ftruncate(fileno(f), 64 << 20), 0); /* 64 MiB of zeros */
-    /* that start as an HPROF: lw_heap_open judges the head before it meets the cap */
-    static const char header[] = HB_JVM "\0\0\0\0\4\0\0\0\0\0\0\0\0";
-    assert_int_equal(fwrite(header, 1, sizeof header - 1, f), sizeof header - 1);
+    /* that are a valid HPROF: what lw_heap_open judges as it decompresses passes, the cap stops it */
+    put_valid_bomb(f, 64 << 20);
     fclose(f);
     lw_error err = {0};
     assert_int_equal(lw_zstd_compress_file(in, z, 3, &err), LW_OK);
@@ -275,6 +295,108 @@ static void test_heap_open_reads_a_zstd_dump_like_the_plain_one(void **state) {
     free(plain);
     free(z);
     hb_free(b);
+}
+
+/* ---- the rest is judged as it is decompressed ------------------------------------------- */
+
+typedef struct judged_args {
+    const char *path;
+    const lw_heap_options *o;
+    const char *says; /* the end of the message expected */
+} judged_args;
+
+static int open_refused(void *arg) {
+    const judged_args *a = arg;
+    lw_error err = {0};
+    lw_heap *heap = NULL;
+    lw_status st = lw_heap_open(&heap, a->path, a->o, &err);
+    if (heap) return 2;
+    if (st != LW_ERR_FORMAT) {
+        fprintf(stderr, "child: %s\n", err.message);
+        return 10 + (int)st;
+    }
+    size_t n = strlen(err.message), k = strlen(a->says);
+    if (n < k || strcmp(err.message + n - k, a->says) != 0) {
+        fprintf(stderr, "child: %s\n", err.message);
+        return 3;
+    }
+    return 0;
+}
+
+/* A valid header, then zeros: before, the header passed, and the zeros were written out to the
+ * cap (LEAKD_MAX_DECOMPRESSED_BYTES: 16 GiB) and read as millions of records of tag 0. */
+static void test_heap_open_refuses_zeros_after_a_valid_header_before_writing_them(void **state) {
+    (void)state;
+    char *in = hb_temp_path(".bin"), *z = hb_temp_path(".zst");
+    FILE *f = fopen(in, "wb");
+    assert_non_null(f);
+    assert_int_equal(ftruncate(fileno(f), 64 << 20), 0);
+    assert_int_equal(fwrite(HPROF_HEADER, 1, HPROF_HEADER_LEN, f), HPROF_HEADER_LEN);
+    fclose(f);
+    lw_error err = {0};
+    assert_int_equal(lw_zstd_compress_file(in, z, 3, &err), LW_OK);
+    char dir[] = "/tmp/lw-unit-zdir-XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    lw_heap_options o = {.struct_size = sizeof o, .max_decompressed_bytes = 1ull << 30, .tmp_dir = dir};
+    /* the reader's own verdict on the plain file, now given before a byte of it is written */
+    const char *says = "offset 31: unknown record tag 0x00: corrupt or unsupported file";
+    judged_args plain = {in, NULL, says}, packed = {z, &o, says};
+    assert_int_equal(open_refused(&plain), 0);
+    assert_int_equal(in_child_writing_at_most(0, open_refused, &packed), 0);
+    lw_heap *heap = NULL;
+    assert_int_equal(lw_heap_open(&heap, z, &o, &err), LW_ERR_FORMAT);
+    char want[512];
+    snprintf(want, sizeof want, "%s: decompressed content: %s", z, says);
+    assert_string_equal(err.message, want);
+    assert_int_equal(dir_entries(dir), 0);
+    rmdir(dir);
+    unlink(in);
+    unlink(z);
+    free(in);
+    free(z);
+}
+
+/* A dump corrupt in its middle stops there: what comes before is written, not what follows. */
+static void test_heap_open_stops_at_a_bad_subrecord_in_the_middle(void **state) {
+    (void)state;
+    char *in = hb_temp_path(".bin"), *z = hb_temp_path(".zst");
+    const uint64_t size = 32 << 20, array = 1 << 20, arrays = 6;
+    FILE *f = fopen(in, "wb");
+    assert_non_null(f);
+    assert_int_equal(ftruncate(fileno(f), (off_t)size), 0);
+    uint8_t rec[9] = {LW_TAG_HEAP_DUMP_SEGMENT};
+    put_u4(rec + 5, (uint32_t)(size - HPROF_HEADER_LEN - 9));
+    assert_int_equal(fwrite(HPROF_HEADER, 1, HPROF_HEADER_LEN, f), HPROF_HEADER_LEN);
+    assert_int_equal(fwrite(rec, 1, 9, f), 9);
+    uint64_t at = HPROF_HEADER_LEN + 9;
+    for (uint64_t i = 0; i < arrays; i++) { /* byte arrays of zeros, then a sub-record tag 0 */
+        uint8_t sub[14] = {LW_SUB_PRIMITIVE_ARRAY_DUMP};
+        put_u4(sub + 1, (uint32_t)(i + 1));
+        put_u4(sub + 9, (uint32_t)array);
+        sub[13] = LW_T_BYTE;
+        assert_int_equal(fseek(f, (long)at, SEEK_SET), 0);
+        assert_int_equal(fwrite(sub, 1, sizeof sub, f), sizeof sub);
+        at += sizeof sub + array;
+    }
+    fclose(f);
+    lw_error err = {0};
+    assert_int_equal(lw_zstd_compress_file(in, z, 3, &err), LW_OK);
+    char says[128];
+    snprintf(says, sizeof says, "offset %llu: unknown heap-dump sub-record tag 0x00: corrupt or unsupported file",
+             (unsigned long long)at);
+    char dir[] = "/tmp/lw-unit-zdir-XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    lw_heap_options o = {.struct_size = sizeof o, .max_decompressed_bytes = 1ull << 30, .tmp_dir = dir};
+    judged_args plain = {in, NULL, says}, packed = {z, &o, says};
+    assert_int_equal(open_refused(&plain), 0);
+    /* refused with the reader's message, having written no byte past the bad one */
+    assert_int_equal(in_child_writing_at_most((rlim_t)at, open_refused, &packed), 0);
+    assert_int_equal(dir_entries(dir), 0);
+    rmdir(dir);
+    unlink(in);
+    unlink(z);
+    free(in);
+    free(z);
 }
 
 /* ---- the content's head is judged before any of it is written ---------------------------- */
@@ -447,7 +569,7 @@ static void test_head_check_sees_the_first_bytes_once(void **state) {
             }
             fclose(f);
             seen_calls = 0;
-            lw_status st = lw__zstd_decompress_file_checked(z, out, 1 << 20, record_head, lens[k], &err);
+            lw_status st = lw__zstd_decompress_file_checked(z, out, 1 << 20, &(lw__zstd_checks){record_head, lens[k], NULL, NULL}, &err);
             assert_int_equal(seen_calls, 1);
             size_t want = lens[k] < 48 ? lens[k] : 48;
             assert_int_equal(seen_n, want);
@@ -472,11 +594,11 @@ static void test_head_check_sees_the_first_bytes_once(void **state) {
     write_file(out, "", 0);
     assert_int_equal(lw_zstd_compress_file(out, z, 3, &err), LW_OK);
     seen_calls = 0;
-    assert_int_equal(lw__zstd_decompress_file_checked(z, out, 1 << 20, record_head, 8, &err), LW_ERR_FORMAT);
+    assert_int_equal(lw__zstd_decompress_file_checked(z, out, 1 << 20, &(lw__zstd_checks){record_head, 8, NULL, NULL}, &err), LW_ERR_FORMAT);
     assert_int_equal(seen_calls, 1);
     assert_int_equal(seen_n, 0);
     assert_false(exists(out));
-    assert_int_equal(lw__zstd_decompress_file_checked(z, out, 1 << 20, record_head, LW__ZSTD_HEAD_MAX + 1, &err),
+    assert_int_equal(lw__zstd_decompress_file_checked(z, out, 1 << 20, &(lw__zstd_checks){record_head, LW__ZSTD_HEAD_MAX + 1, NULL, NULL}, &err),
                      LW_ERR_USAGE);
     unlink(z);
     free(z);
@@ -544,6 +666,8 @@ int main(void) {
         cmocka_unit_test(test_heap_open_refuses_a_bomb_that_is_no_hprof_before_writing_it),
         cmocka_unit_test(test_hprof_without_content_size_or_with_its_head_over_frames_opens),
         cmocka_unit_test(test_head_check_sees_the_first_bytes_once),
+        cmocka_unit_test(test_heap_open_refuses_zeros_after_a_valid_header_before_writing_them),
+        cmocka_unit_test(test_heap_open_stops_at_a_bad_subrecord_in_the_middle),
         cmocka_unit_test(test_frame_that_decodes_past_its_stated_size_stops_there),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
