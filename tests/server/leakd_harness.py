@@ -821,9 +821,18 @@ class Inputs:
         return self._once(name, make)
 
     def bomb(self):
-        """An HPROF header and 600 MB of zeros, zstd'd (a few tens of KB): the header passes the
-        check of the first decompressed bytes, so the cap is what stops it."""
+        """An HPROF header and 600 MB of zeros, zstd'd (a few tens of KB): the header passes,
+        and the first record, of tag 0, is refused as it is decompressed."""
         return self.zstd_of("bomb.zst", "{ printf 'JAVA PROFILE 1.0.2\\0\\0\\0\\0\\10'; head -c 600M /dev/zero; }")
+
+    def valid_bomb(self):
+        """An HPROF whose heap dump is one byte array of 600 MB of zeros, zstd'd: a valid dump,
+        which passes every check of what is decompressed, so the cap is what stops it."""
+        n = 600 << 20
+        head = (b"JAVA PROFILE 1.0.2\0" + (4).to_bytes(4, "big") + bytes(8) + b"\x1c" + bytes(4) +
+                (14 + n).to_bytes(4, "big") + b"\x23" + (1).to_bytes(4, "big") + bytes(4) + n.to_bytes(4, "big") + b"\x08")
+        return self.zstd_of("valid-bomb.zst", "{ printf '%s'; head -c %d /dev/zero; }"
+                            % ("".join("\\%03o" % c for c in head), n))
 
     def claims_size(self, size):
         """A 17-byte zstd frame whose header states `size` decompressed bytes (it holds none)."""

@@ -991,10 +991,11 @@ class T02_Ingest(ServerCase):
 
     # ---- analysis failures -------------------------------------------------------------
     def test_decompression_bomb_fails_at_once(self):
+        # A valid dump of one 600 MB array of zeros: only the cap (64 MiB here) stops it.
         app = self.new_app()
         before = self.tmp_snapshot()
         meta = H.make_meta(app.slug)
-        r = self.http.upload_file(app.ingest, meta, INPUTS.bomb())
+        r = self.http.upload_file(app.ingest, meta, INPUTS.valid_bomb())
         self.assertEqual(r.status, 202, r)
         st, attempts, err, owner = self.wait_report(meta["report_id"], timeout=60)
         self.assertEqual((st, attempts), ("failed", "1"))
@@ -1334,6 +1335,21 @@ class T02_Ingest(ServerCase):
         self.assertIsNone(owner)
         self.assertNoNewTmpFiles(before)
         os.unlink(bomb)
+
+    def test_zstd_bomb_of_zeros_after_a_valid_header_fails_at_its_first_record(self):
+        # A valid HPROF header, then 600 MB of zeros: refused at the first record (tag 0) as it
+        # is decompressed. Before, the zeros were written out until the cap stopped them.
+        app = self.new_app()
+        before = self.tmp_snapshot()
+        meta = H.make_meta(app.slug)
+        r = self.http.upload_file(app.ingest, meta, INPUTS.bomb())
+        self.assertEqual(r.status, 202, r)
+        st, attempts, err, owner = self.wait_report(meta["report_id"], timeout=30)
+        self.assertEqual((st, attempts), ("failed", "1"), err)
+        self.assertTrue(err.endswith(": decompressed content: offset 31: unknown record tag 0x00: corrupt or "
+                                     "unsupported file"), err)
+        self.assertIsNone(owner)
+        self.assertNoNewTmpFiles(before)
 
 
 class T03_Grouping(ServerCase):
