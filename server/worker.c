@@ -57,6 +57,8 @@ enum { CHILD_OK = 0, CHILD_BAD_INPUT = 3, CHILD_IO = 4, CHILD_NOMEM = 5, CHILD_N
 /* A dump that needs more free disk than there is waits this long, without using an attempt:
  * a full disk is rarely cleared within the seconds that three attempts in a row took. */
 #define NO_ROOM_RETRY_S 300
+/* Free disk a decompressed dump leaves in tmp/: the data dir's disk also takes uploads. */
+#define DISK_RESERVE (256ull << 20)
 /* RLIMIT_DATA = what the child has mapped + LEAKD_ANALYSIS_MEMORY + this: room for what
  * libleakcore's budget does not count (zstd's decompression window, a few MiB for our SDK's
  * dumps; qsort's and stdio's buffers), so that the budget, with its clear message, is what
@@ -93,13 +95,15 @@ static void child_analyze(const ld_config *cfg, const char *blob, const char *ou
     if (!out) _exit(CHILD_IO);
     /* Room to decompress: the frame states its size (our SDK and trimmer always write it). */
     uint64_t need = 0;
+    int zstd = 0;
     FILE *b = fopen(blob, "rb");
     if (b) {
         uint8_t head[18]; /* the largest zstd frame header */
         size_t n = fread(head, 1, sizeof head, b);
         fclose(b);
         unsigned long long size = ZSTD_getFrameContentSize(head, n);
-        if (size != ZSTD_CONTENTSIZE_UNKNOWN && size != ZSTD_CONTENTSIZE_ERROR) need = size;
+        zstd = size != ZSTD_CONTENTSIZE_ERROR;
+        if (size != ZSTD_CONTENTSIZE_UNKNOWN && zstd) need = size;
     }
     /* Over the cap is the dump's fault, for good; short of disk is the server's, for now. */
     if (need > cfg->max_decompressed) {
@@ -109,19 +113,35 @@ static void child_analyze(const ld_config *cfg, const char *blob, const char *ou
         _exit(CHILD_BAD_INPUT);
     }
     struct statvfs vfs;
-    if (need && statvfs(tmp_dir, &vfs) == 0 && (uint64_t)vfs.f_bavail * vfs.f_frsize < need + (256ull << 20)) {
+    uint64_t free_bytes = UINT64_MAX;
+    if (zstd && statvfs(tmp_dir, &vfs) == 0) free_bytes = (uint64_t)vfs.f_bavail * vfs.f_frsize;
+    if (free_bytes < need + DISK_RESERVE) {
         fprintf(out, "not enough free disk in %s to decompress %llu bytes (%llu free)", tmp_dir, (unsigned long long)need,
-                (unsigned long long)vfs.f_bavail * vfs.f_frsize);
+                (unsigned long long)free_bytes);
         fclose(out);
         _exit(CHILD_NO_ROOM);
     }
-    lw_heap_options ho = {.struct_size = sizeof ho, .max_decompressed_bytes = cfg->max_decompressed, .tmp_dir = tmp_dir,
+    /* What no frame header states (a frame without a size, frames after the first) may take
+     * the free disk, not more: a bomb without a size used to be written out to the cap, and
+     * fill the data dir's disk on the way (uploads then got 503). */
+    uint64_t cap = cfg->max_decompressed, room = free_bytes - DISK_RESERVE; /* ≥ need */
+    int room_caps = room < cap;
+    if (room_caps) cap = room ? room : 1; /* (0 would mean libleakcore's default) */
+    lw_heap_options ho = {.struct_size = sizeof ho, .max_decompressed_bytes = cap, .tmp_dir = tmp_dir,
                           .memory_budget = cfg->analysis_memory};
     lw_error err = {0};
     lw_heap *heap = NULL;
     lw_status st = lw_heap_open(&heap, blob, &ho, &err);
     lw_leak_report *rep = NULL;
     if (st == LW_OK) st = lw_heap_analyze(heap, NULL, &rep, &err);
+    if (st == LW_ERR_LIMIT && room_caps && strstr(err.message, "-byte cap")) {
+        /* for good, not for later: a bomb would come back every NO_ROOM_RETRY_S */
+        fprintf(out, "the dump decompresses to more than the %llu bytes of free disk in %s (less 256 MB), and its "
+                "zstd frame header did not state that size (our SDK and leakscan strip state it; the zstd tool "
+                "reading a pipe does not)", (unsigned long long)cap, tmp_dir);
+        fclose(out);
+        _exit(CHILD_BAD_INPUT);
+    }
     if (st != LW_OK) {
         fputs(err.message[0] ? err.message : lw_strerror(st), out);
         fclose(out);

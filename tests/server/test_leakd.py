@@ -2805,6 +2805,48 @@ class T05d_KeepBlobsAndFullDisk(ServerCase):
         self.assertEqual(self.server.log().count("report %s of %s: analyzing" % (meta["report_id"], app.slug)), 1)
 
 
+    def test_bomb_without_a_stated_size_stops_at_the_free_disk(self):
+        # A valid dump of 600 MB of zeros whose zstd frame states no size, on a data dir of
+        # 512 MB: decompressed up to the free disk less 256 MB, then failed for good, at the first
+        # attempt. Before, it was written out until the disk was full (uploads got 503), and
+        # failed "No space left on device" after three attempts.
+        mnt = tempfile.mkdtemp(prefix="leakd-small-disk.")
+        self.addCleanup(os.rmdir, mnt)
+        m = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=512m", "tmpfs", mnt], capture_output=True, text=True)
+        if m.returncode != 0:
+            self.skipTest("a 512 MB tmpfs cannot be mounted here (%s): skipped" % (m.stderr.strip() or m.returncode))
+        self.addCleanup(subprocess.run, ["umount", mnt], check=True)
+        db = H.migrated_database()  # its own: no worker of the class's leakd may claim the report
+        self.addCleanup(H.drop_database, db)
+        app = H.create_app(db, "small-disk")
+        srv = H.Leakd(db, workers=1, data_dir=os.path.join(mnt, "data"), max_decompressed_bytes=1 << 40)
+        self.addCleanup(srv.cleanup)
+        srv.start()
+        http = H.Client(srv.port, API)
+
+        def ended(report_id):
+            return H.wait_for(lambda: (lambda r: r[0] if r and r[0][0] in ("done", "failed") else None)(
+                rows(db, "SELECT status, attempts, error, lease_owner FROM reports WHERE id = '%s'" % report_id)),
+                60, what="report %s to end\n%s" % (report_id, srv.log()[-3000:]))
+        meta = H.make_meta(app.slug)
+        r = http.upload_file(app.ingest, meta, INPUTS.valid_bomb())
+        self.assertEqual(r.status, 202, r)
+        st, attempts, err, owner = ended(meta["report_id"])
+        self.assertEqual((st, attempts), ("failed", "1"), err)
+        m = re.match(r"^the heap dump cannot be analyzed: the dump decompresses to more than the (\d+) bytes of free "
+                     r"disk in tmp/job-\d+ \(less 256 MB\), and its zstd frame header did not state that size \(", err)
+        self.assertIsNotNone(m, err)
+        room = int(m.group(1))
+        self.assertGreater(room, 200 << 20)
+        self.assertLess(room, 256 << 20)
+        self.assertIsNone(owner)
+        H.wait_for(lambda: not srv.tmp_files(), 5, what="no file left in data/tmp: %s" % srv.tmp_files())
+        # the disk kept its room: a dump is taken and analyzed there
+        meta2 = H.make_meta(app.slug)
+        r2 = http.upload_file(app.ingest, meta2, INPUTS.stripped("listener_list"))
+        self.assertEqual(r2.status, 202, r2)
+        self.assertEqual(ended(meta2["report_id"])[0], "done")
+
     def test_retention_purges_at_start(self):
         # A report past LEAKD_RETENTION_DAYS is deleted by a leakd that starts, not an hour later
         # (the first purge waited for an hour of the host's uptime).
