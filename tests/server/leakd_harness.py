@@ -337,6 +337,14 @@ class Leakd:
 
     def start(self, wait=True, nofile=None):
         """nofile: (soft, hard) RLIMIT_NOFILE to start leakd with."""
+        for tries_left in range(4, -1, -1):
+            if self._start(wait, nofile, tries_left):
+                return self
+
+    def _start(self, wait, nofile, tries_left):
+        """False when leakd could not listen on a port free_port chose (another test's process
+        took it meanwhile: ctest runs two suites at once) and may try again on others."""
+        logged = os.path.getsize(self.log_path) if os.path.exists(self.log_path) else 0
         self._log = open(self.log_path, "ab")
         pre = (lambda: resource.setrlimit(resource.RLIMIT_NOFILE, nofile)) if nofile else None
         self.proc = subprocess.Popen([LEAKD_BIN, "serve"], env=self.env, stdout=self._log, stderr=subprocess.STDOUT,
@@ -345,6 +353,10 @@ class Leakd:
             deadline = time.time() + 15
             while time.time() < deadline:
                 if self.proc.poll() is not None:
+                    if tries_left and self._new_ports_after_a_lost_race(logged):
+                        self._log.close()
+                        os.truncate(self.log_path, logged)
+                        return False
                     raise RuntimeError("leakd serve exited with %d:\n%s" % (self.proc.returncode, self.log()))
                 try:
                     socket.create_connection(("127.0.0.1", self.port), timeout=0.5).close()
@@ -356,7 +368,22 @@ class Leakd:
             deadline = time.time() + 10
             while len(self.worker_pids()) < self.workers and time.time() < deadline:
                 time.sleep(0.05)
-        return self
+        return True
+
+    def _new_ports_after_a_lost_race(self, logged):
+        """leakd exited for an address in use that free_port chose: choose again."""
+        if "(in use, or not allowed)" not in self.log()[logged:]:
+            return False
+        mine = {"LEAKD_LISTEN": "127.0.0.1:%d" % self.port, "LEAKD_METRICS_LISTEN": "127.0.0.1:%d" % self.metrics_port}
+        if not any(self.env.get(k) == v for k, v in mine.items()):
+            return False  # the test chose them
+        if self.env.get("LEAKD_LISTEN") == mine["LEAKD_LISTEN"]:
+            self.port = free_port()
+            self.env["LEAKD_LISTEN"] = "127.0.0.1:%d" % self.port
+        if self.env.get("LEAKD_METRICS_LISTEN") == mine["LEAKD_METRICS_LISTEN"]:
+            self.metrics_port = free_port()
+            self.env["LEAKD_METRICS_LISTEN"] = "127.0.0.1:%d" % self.metrics_port
+        return True
 
     def log(self):
         # leakd serve's log writer writes its info lines every 10 ms (docs/configuration.md):
