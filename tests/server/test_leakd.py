@@ -175,6 +175,21 @@ class ServerCase(unittest.TestCase):
         H.wait_for(lambda: not (set(self.server.tmp_files()) - before), timeout,
                    what="no new file in data/tmp (new: %s)" % sorted(set(self.server.tmp_files()) - before))
 
+    def heap_upload_fails(self, path, timeout=60):
+        """Uploads the dump at `path` to a new app: taken (202), its report fails at the first
+        attempt and no worker holds it, and nothing new is left in data/tmp. Returns the app,
+        the meta and the report's error."""
+        app = self.new_app()
+        before = self.tmp_snapshot()
+        meta = H.make_meta(app.slug)
+        r = self.http.upload_file(app.ingest, meta, path)
+        self.assertEqual(r.status, 202, r)
+        st, attempts, err, owner = self.wait_report(meta["report_id"], timeout=timeout)
+        self.assertEqual((st, attempts), ("failed", "1"), err)
+        self.assertIsNone(owner)
+        self.assertNoNewTmpFiles(before)
+        return app, meta, err
+
     def assertNoUploadTmpFiles(self, server=None):
         """No upload-* temp file (the request's cleanup may run just after the answer is sent)."""
         srv = server or self.server
@@ -992,19 +1007,11 @@ class T02_Ingest(ServerCase):
     # ---- analysis failures -------------------------------------------------------------
     def test_decompression_bomb_fails_at_once(self):
         # A valid dump of one 600 MB array of zeros: only the cap (64 MiB here) stops it.
-        app = self.new_app()
-        before = self.tmp_snapshot()
-        meta = H.make_meta(app.slug)
-        r = self.http.upload_file(app.ingest, meta, INPUTS.valid_bomb())
-        self.assertEqual(r.status, 202, r)
-        st, attempts, err, owner = self.wait_report(meta["report_id"], timeout=60)
-        self.assertEqual((st, attempts), ("failed", "1"))
+        app, meta, err = self.heap_upload_fails(INPUTS.valid_bomb())
         self.assertIn("cap", err)
         self.assertIn(str(64 << 20), err)
-        self.assertIsNone(owner)
         g = self.http.get("/v1/reports/" + meta["report_id"], key=app.read)
         self.assertEqual((g.json["status"], g.json["error"], g.json["leaks"]), ("failed", err, []))
-        self.assertNoNewTmpFiles(before)
 
     def test_same_heap_report_uploaded_four_times_at_once(self):
         # Retries racing the first upload: one 202, three 200s, one row, one blob; once
@@ -1032,36 +1039,19 @@ class T02_Ingest(ServerCase):
     def test_stated_size_over_the_cap_fails_at_once(self):
         # Judged on the frame's header before the free disk: a size no disk here has is the
         # dump's fault (over the cap, for good), not a full disk to wait out.
-        app = self.new_app()
-        meta = H.make_meta(app.slug)
-        r = self.http.upload_file(app.ingest, meta, INPUTS.claims_size(1 << 40))
-        self.assertEqual(r.status, 202, r)
-        st, attempts, err, owner = self.wait_report(meta["report_id"], timeout=60)
-        self.assertEqual((st, attempts), ("failed", "1"), err)
+        err = self.heap_upload_fails(INPUTS.claims_size(1 << 40))[2]
         self.assertIn("decompresses to %d bytes, over the %d-byte cap" % (1 << 40, 64 << 20), err)
 
     def test_truncated_hprof_fails_at_once_naming_the_offset(self):
-        app = self.new_app()
-        before = self.tmp_snapshot()
-        meta = H.make_meta(app.slug)
-        r = self.http.upload_file(app.ingest, meta, INPUTS.truncated_hprof())
-        self.assertEqual(r.status, 202, r)
-        st, attempts, err, _ = self.wait_report(meta["report_id"])
-        self.assertEqual((st, attempts), ("failed", "1"))
-        self.assertRegex(err, r"offset \d+")
-        self.assertNoNewTmpFiles(before)
+        self.assertRegex(self.heap_upload_fails(INPUTS.truncated_hprof())[2], r"offset \d+")
 
     def test_a_failed_reports_error_names_no_server_path(self):
         """The error is read with the app's keys (ingest keys ship inside apps): it names the
         dump as the worker's log does, never where the server keeps its data."""
-        app = self.new_app()
         cut = os.path.join(self.server.tmp, "cut.hprof.zst")
         with open(INPUTS.stripped("listener_list"), "rb") as f, open(cut, "wb") as o:
             o.write(f.read(5000))
-        meta = H.make_meta(app.slug)
-        self.assertEqual(self.http.upload_file(app.ingest, meta, cut).status, 202)
-        st, attempts, err, _ = self.wait_report(meta["report_id"])
-        self.assertEqual((st, attempts), ("failed", "1"), err)
+        app, meta, err = self.heap_upload_fails(cut)
         self.assertEqual(err, "the heap dump cannot be analyzed: blobs/%s/%s.hprof.zst: truncated zstd stream"
                          " (ends inside a frame after 5000 compressed bytes)" % (app.slug, meta["report_id"]))
         self.assertEqual(self.http.get("/v1/reports/" + meta["report_id"], key=app.read).json["error"], err)
@@ -1072,16 +1062,9 @@ class T02_Ingest(ServerCase):
         store that text (invalid byte sequence for encoding UTF8), the worker ignores the
         failed UPDATE, and the report stays 'analyzing' until its lease expires (60 s), then
         again on every attempt."""
-        app = self.new_app()
-        before = self.tmp_snapshot()
-        meta = H.make_meta(app.slug)
-        r = self.http.upload_file(app.ingest, meta, INPUTS.garbage())
-        self.assertEqual(r.status, 202, r)
-        st, attempts, err, _ = self.wait_report(meta["report_id"], timeout=15)
-        self.assertEqual((st, attempts), ("failed", "1"))
+        app, meta, err = self.heap_upload_fails(INPUTS.garbage(), timeout=15)
         self.assertIn("cannot be analyzed", err)
         self.assertIn("not an HPROF heap dump", err)
-        self.assertNoNewTmpFiles(before)
         self.assertEqual(len(self.server.worker_pids()), 2)
         # a failed report's dump is kept for inspection (LEAKD_FAILED_BLOB_DAYS, default 7)
         self.assertTrue(os.path.exists(self.server.blob_path(app.slug, meta["report_id"])))
@@ -1314,42 +1297,26 @@ class T02_Ingest(ServerCase):
         # A frame without a content size (as zstd writes reading a pipe) of RLE blocks of
         # zeros: 4 GiB from 128 KiB. Refused once its first bytes are seen not to be an HPROF
         # header, not when the temp file has reached the cap (LEAKD_MAX_DECOMPRESSED_BYTES).
-        app = self.new_app()
-        before = self.tmp_snapshot()
         bomb = os.path.join(self.server.tmp, "rle-bomb.zst")
         block = 128 << 10
         with open(bomb, "wb") as f:
             f.write(b"\x28\xb5\x2f\xfd\x00\x38")  # magic; descriptor: no content size; window 128 KiB
             rle = ((block << 3) | 2).to_bytes(3, "little") + b"\x00"  # an RLE block: 128 KiB of byte 0
             f.write(rle * ((4 << 30) // block - 1) + ((block << 3) | 3).to_bytes(3, "little") + b"\x00")  # last
-        meta = H.make_meta(app.slug)
         t0 = time.time()
-        r = self.http.upload_file(app.ingest, meta, bomb)
-        self.assertEqual(r.status, 202, r)
-        st, attempts, err, owner = self.wait_report(meta["report_id"], timeout=30)
+        err = self.heap_upload_fails(bomb, timeout=30)[2]
         took = time.time() - t0
-        self.assertEqual((st, attempts), ("failed", "1"), err)
         self.assertIn("decompressed content: offset 0: not an HPROF heap dump", err)
         self.assertNotIn("cap", err)
         self.assertLess(took, 5)
-        self.assertIsNone(owner)
-        self.assertNoNewTmpFiles(before)
         os.unlink(bomb)
 
     def test_zstd_bomb_of_zeros_after_a_valid_header_fails_at_its_first_record(self):
         # A valid HPROF header, then 600 MB of zeros: refused at the first record (tag 0) as it
         # is decompressed. Before, the zeros were written out until the cap stopped them.
-        app = self.new_app()
-        before = self.tmp_snapshot()
-        meta = H.make_meta(app.slug)
-        r = self.http.upload_file(app.ingest, meta, INPUTS.bomb())
-        self.assertEqual(r.status, 202, r)
-        st, attempts, err, owner = self.wait_report(meta["report_id"], timeout=30)
-        self.assertEqual((st, attempts), ("failed", "1"), err)
+        err = self.heap_upload_fails(INPUTS.bomb(), timeout=30)[2]
         self.assertTrue(err.endswith(": decompressed content: offset 31: unknown record tag 0x00: corrupt or "
                                      "unsupported file"), err)
-        self.assertIsNone(owner)
-        self.assertNoNewTmpFiles(before)
 
 
 class T03_Grouping(ServerCase):

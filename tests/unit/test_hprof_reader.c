@@ -408,6 +408,18 @@ static int has_strings_and_loads(const uint8_t *d, size_t size) {
     return strings && loads;
 }
 
+/* A copy of the `size` bytes at `data` with 1 to `most` bytes changed at random (rand()): a
+ * bit flipped, or a third of the time a new byte. */
+static void corrupt_copy(uint8_t *copy, const uint8_t *data, size_t size, int most) {
+    memcpy(copy, data, size);
+    int flips = 1 + rand() % most;
+    for (int k = 0; k < flips; k++) {
+        size_t at = (size_t)rand() % size;
+        if (rand() % 3 == 0) copy[at] = (uint8_t)(rand() % 256);
+        else copy[at] ^= (uint8_t)(1u << (rand() % 8));
+    }
+}
+
 /* Random byte flips (fixed seed): any status, never a crash; what opens also analyzes. */
 static void test_corrupt_bytes_never_crash_open_or_analysis(void **state) {
     (void)state;
@@ -421,13 +433,7 @@ static void test_corrupt_bytes_never_crash_open_or_analysis(void **state) {
         srand(777 + ids);
         int opened = 0;
         for (int iter = 0; iter < 3000; iter++) {
-            memcpy(copy, data, size);
-            int flips = 1 + rand() % 4;
-            for (int k = 0; k < flips; k++) {
-                size_t at = (size_t)rand() % size;
-                if (rand() % 3 == 0) copy[at] = (uint8_t)(rand() % 256);
-                else copy[at] ^= (uint8_t)(1u << (rand() % 8));
-            }
+            corrupt_copy(copy, data, size, 4);
             if (!has_strings_and_loads(copy, size)) continue;
             lw_heap *heap = NULL;
             lw_error err = {0};
@@ -626,13 +632,7 @@ static void test_check_never_refuses_what_the_reader_takes(void **state) {
         uint8_t *copy = malloc(size);
         srand(991 + ids);
         for (int iter = 0; iter < 3000; iter++) {
-            memcpy(copy, data, size);
-            int flips = 1 + rand() % 3;
-            for (int k = 0; k < flips; k++) {
-                size_t at = (size_t)rand() % size;
-                if (rand() % 3 == 0) copy[at] = (uint8_t)(rand() % 256);
-                else copy[at] ^= (uint8_t)(1u << (rand() % 8));
-            }
+            corrupt_copy(copy, data, size, 3);
             lw__hprof_check c;
             lw_error err = {0};
             lw_status st = check_in_pieces(copy, size, 0, &c, &err);

@@ -297,7 +297,7 @@ static void test_heap_open_reads_a_zstd_dump_like_the_plain_one(void **state) {
     hb_free(b);
 }
 
-/* ---- the rest is judged as it is decompressed ------------------------------------------- */
+/* ---- what is decompressed is judged before it is written --------------------------------- */
 
 typedef struct judged_args {
     const char *path;
@@ -323,26 +323,19 @@ static int open_refused(void *arg) {
     return 0;
 }
 
-/* A valid header, then zeros: before, the header passed, and the zeros were written out to the
- * cap (LEAKD_MAX_DECOMPRESSED_BYTES: 16 GiB) and read as millions of records of tag 0. */
-static void test_heap_open_refuses_zeros_after_a_valid_header_before_writing_them(void **state) {
-    (void)state;
-    char *in = hb_temp_path(".bin"), *z = hb_temp_path(".zst");
-    FILE *f = fopen(in, "wb");
-    assert_non_null(f);
-    assert_int_equal(ftruncate(fileno(f), 64 << 20), 0);
-    assert_int_equal(fwrite(HPROF_HEADER, 1, HPROF_HEADER_LEN, f), HPROF_HEADER_LEN);
-    fclose(f);
+/* The plain HPROF at `in` (removed after) is refused by the reader with a message that ends in
+ * `says`. Compressed, it is refused as it is decompressed with the same message, by a process
+ * that may write at most `written` bytes, and leaves no temp file. */
+static void expect_refused_as_decompressed(char *in, const char *says, uint64_t written) {
+    char *z = hb_temp_path(".zst");
     lw_error err = {0};
     assert_int_equal(lw_zstd_compress_file(in, z, 3, &err), LW_OK);
     char dir[] = "/tmp/lw-unit-zdir-XXXXXX";
     assert_non_null(mkdtemp(dir));
     lw_heap_options o = {.struct_size = sizeof o, .max_decompressed_bytes = 1ull << 30, .tmp_dir = dir};
-    /* the reader's own verdict on the plain file, now given before a byte of it is written */
-    const char *says = "offset 31: unknown record tag 0x00: corrupt or unsupported file";
     judged_args plain = {in, NULL, says}, packed = {z, &o, says};
     assert_int_equal(open_refused(&plain), 0);
-    assert_int_equal(in_child_writing_at_most(0, open_refused, &packed), 0);
+    assert_int_equal(in_child_writing_at_most((rlim_t)written, open_refused, &packed), 0);
     lw_heap *heap = NULL;
     assert_int_equal(lw_heap_open(&heap, z, &o, &err), LW_ERR_FORMAT);
     char want[512];
@@ -356,10 +349,24 @@ static void test_heap_open_refuses_zeros_after_a_valid_header_before_writing_the
     free(z);
 }
 
+/* A valid header, then zeros: before, the header passed, and the zeros were written out to the
+ * cap (LEAKD_MAX_DECOMPRESSED_BYTES: 16 GiB) and read as millions of records of tag 0. */
+static void test_heap_open_refuses_zeros_after_a_valid_header_before_writing_them(void **state) {
+    (void)state;
+    char *in = hb_temp_path(".bin");
+    FILE *f = fopen(in, "wb");
+    assert_non_null(f);
+    assert_int_equal(ftruncate(fileno(f), 64 << 20), 0);
+    assert_int_equal(fwrite(HPROF_HEADER, 1, HPROF_HEADER_LEN, f), HPROF_HEADER_LEN);
+    fclose(f);
+    /* the reader's own verdict on the plain file, now given before a byte of it is written */
+    expect_refused_as_decompressed(in, "offset 31: unknown record tag 0x00: corrupt or unsupported file", 0);
+}
+
 /* A dump corrupt in its middle stops there: what comes before is written, not what follows. */
 static void test_heap_open_stops_at_a_bad_subrecord_in_the_middle(void **state) {
     (void)state;
-    char *in = hb_temp_path(".bin"), *z = hb_temp_path(".zst");
+    char *in = hb_temp_path(".bin");
     const uint64_t size = 32 << 20, array = 1 << 20, arrays = 6;
     FILE *f = fopen(in, "wb");
     assert_non_null(f);
@@ -379,43 +386,14 @@ static void test_heap_open_stops_at_a_bad_subrecord_in_the_middle(void **state) 
         at += sizeof sub + array;
     }
     fclose(f);
-    lw_error err = {0};
-    assert_int_equal(lw_zstd_compress_file(in, z, 3, &err), LW_OK);
     char says[128];
     snprintf(says, sizeof says, "offset %llu: unknown heap-dump sub-record tag 0x00: corrupt or unsupported file",
              (unsigned long long)at);
-    char dir[] = "/tmp/lw-unit-zdir-XXXXXX";
-    assert_non_null(mkdtemp(dir));
-    lw_heap_options o = {.struct_size = sizeof o, .max_decompressed_bytes = 1ull << 30, .tmp_dir = dir};
-    judged_args plain = {in, NULL, says}, packed = {z, &o, says};
-    assert_int_equal(open_refused(&plain), 0);
-    /* refused with the reader's message, having written no byte past the bad one */
-    assert_int_equal(in_child_writing_at_most((rlim_t)at, open_refused, &packed), 0);
-    assert_int_equal(dir_entries(dir), 0);
-    rmdir(dir);
-    unlink(in);
-    unlink(z);
-    free(in);
-    free(z);
+    /* no byte past the bad one is written */
+    expect_refused_as_decompressed(in, says, at);
 }
 
 /* ---- the content's head is judged before any of it is written ---------------------------- */
-
-typedef struct open_args {
-    const char *path;
-    const lw_heap_options *o;
-} open_args;
-
-static int open_no_hprof(void *arg) {
-    const open_args *a = arg;
-    lw_error err = {0};
-    lw_heap *heap = NULL;
-    lw_status st = lw_heap_open(&heap, a->path, a->o, &err);
-    if (heap) return 2;
-    if (st != LW_OK && st != LW_ERR_FORMAT) fprintf(stderr, "child: %s\n", err.message);
-    if (st != LW_ERR_FORMAT) return 10 + (int)st;
-    return strstr(err.message, ": decompressed content: offset 0: not an HPROF heap dump (header \"\")") ? 0 : 3;
-}
 
 /* A frame without a content size (legitimate: the zstd CLI reading a pipe writes none) of
  * RLE blocks of zeros: 2 GiB from 64 KiB. lw_heap_open used to write it all to its temp file,
@@ -430,9 +408,9 @@ static void test_heap_open_refuses_a_bomb_that_is_no_hprof_before_writing_it(voi
     char dir[] = "/tmp/lw-unit-zdir-XXXXXX";
     assert_non_null(mkdtemp(dir));
     lw_heap_options o = {.struct_size = sizeof o, .max_decompressed_bytes = 1ull << 30, .tmp_dir = dir};
-    open_args a = {z, &o};
+    judged_args a = {z, &o, ": decompressed content: offset 0: not an HPROF heap dump (header \"\")"};
     /* in a child that may write no byte to a file (before: "File too large", an IO error) */
-    assert_int_equal(in_child_writing_at_most(0, open_no_hprof, &a), 0);
+    assert_int_equal(in_child_writing_at_most(0, open_refused, &a), 0);
     assert_int_equal(dir_entries(dir), 0);
     /* the format error, not the cap's, and the message says whose content it is */
     lw_error err = {0};
