@@ -122,8 +122,8 @@ ld_status ld_job_release(ld_db *db, const ld_job *job, const char *owner, int re
     return requeue(db, job, owner, refund, NULL, 0);
 }
 
-ld_status ld_job_defer(ld_db *db, const ld_job *job, const char *owner, const char *error, int seconds) {
-    return requeue(db, job, owner, 1, error ? error : "", seconds);
+ld_status ld_job_defer(ld_db *db, const ld_job *job, const char *owner, const char *error, int seconds, int refund) {
+    return requeue(db, job, owner, refund, error ? error : "", seconds);
 }
 
 ld_status ld_job_fail(ld_db *db, const ld_job *job, const char *owner, const char *error, int permanent,

@@ -44,10 +44,12 @@ ld_status ld_job_renew(ld_db *db, const ld_job *job, const char *owner, int leas
  * (shutdown: the analysis was killed, not at fault). LD_ERR_NOT_FOUND when not ours. */
 ld_status ld_job_release(ld_db *db, const ld_job *job, const char *owner, int refund);
 
-/* Puts the job back to 'queued' with `error` and the attempt given back, claimable again only
- * after `seconds` (lease_until holds the time): for a cause outside the dump that will not be
- * gone a moment later, such as a full disk. LD_ERR_NOT_FOUND when not ours. */
-ld_status ld_job_defer(ld_db *db, const ld_job *job, const char *owner, const char *error, int seconds);
+/* Puts the job back to 'queued' with `error`, claimable again only after `seconds` (lease_until
+ * holds the time): for a cause that will not be gone a moment later. `refund` = 1 gives the
+ * attempt back, for a cause outside the dump (a full disk); 0 keeps it, for one the dump may
+ * be (a dump that states no size and passes the free disk), so that it fails in the end (the
+ * caller fails the last attempt). LD_ERR_NOT_FOUND when not ours. */
+ld_status ld_job_defer(ld_db *db, const ld_job *job, const char *owner, const char *error, int seconds, int refund);
 
 /* Records a failed attempt with `error`: 'failed' when `permanent` (e.g. a parse error) or
  * attempts >= `max_attempts`, else back to 'queued' (the error text is kept). Lease cleared.

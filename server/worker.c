@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
@@ -53,7 +54,15 @@ static double mono(void) {
     return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
 }
 
-enum { CHILD_OK = 0, CHILD_BAD_INPUT = 3, CHILD_IO = 4, CHILD_NOMEM = 5, CHILD_NO_ROOM = 6, CHILD_OVER_BUDGET = 7 };
+enum {
+    CHILD_OK = 0,
+    CHILD_BAD_INPUT = 3,
+    CHILD_IO = 4,
+    CHILD_NOMEM = 5,
+    CHILD_NO_ROOM = 6,
+    CHILD_OVER_BUDGET = 7,
+    CHILD_NO_ROOM_UNSTATED = 8, /* past the free disk, and no frame said how far it goes */
+};
 /* A dump that needs more free disk than there is waits this long, without using an attempt:
  * a full disk is rarely cleared within the seconds that three attempts in a row took. */
 #define NO_ROOM_RETRY_S 300
@@ -64,6 +73,36 @@ enum { CHILD_OK = 0, CHILD_BAD_INPUT = 3, CHILD_IO = 4, CHILD_NOMEM = 5, CHILD_N
  * dumps; qsort's and stdio's buffers), so that the budget, with its clear message, is what
  * stops an analysis that needs too much, and the rlimit only what escapes the count. */
 #define UNCOUNTED_HEADROOM (64ull << 20)
+
+/* The decompressed size the zstd frames of `blob` state, summed into *size (saturating): 1 when
+ * every frame states its size, -1 when one does not (or cannot be read: the decompressor
+ * will say why), 0 when the blob is no zstd (a plain dump: nothing to decompress). */
+static int stated_size(const char *blob, uint64_t *size) {
+    *size = 0;
+    int fd = open(blob, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return -1;
+    struct stat sb;
+    void *m = MAP_FAILED;
+    if (fstat(fd, &sb) == 0 && sb.st_size > 0) m = mmap(NULL, (size_t)sb.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+    close(fd);
+    if (m == MAP_FAILED) return -1;
+    const uint8_t *p = m;
+    size_t left = (size_t)sb.st_size;
+    int all = left >= 4 && p[0] == 0x28 && p[1] == 0xB5 && p[2] == 0x2F && p[3] == 0xFD ? 1 : 0;
+    while (all == 1 && left) { /* each frame's header, and its blocks' headers to find the next */
+        unsigned long long fcs = ZSTD_getFrameContentSize(p, left);
+        size_t frame = ZSTD_findFrameCompressedSize(p, left);
+        if (fcs == ZSTD_CONTENTSIZE_UNKNOWN || fcs == ZSTD_CONTENTSIZE_ERROR || ZSTD_isError(frame) || !frame) {
+            all = -1;
+            break;
+        }
+        *size = fcs > UINT64_MAX - *size ? UINT64_MAX : *size + fcs;
+        p += frame;
+        left -= frame;
+    }
+    munmap(m, (size_t)sb.st_size);
+    return all;
+}
 
 /* The analysis child: writes the trace JSON, or the error message, to `out_path`. */
 /* VmData of this process in bytes (0 when unknown). */
@@ -93,18 +132,9 @@ static void child_analyze(const ld_config *cfg, const char *blob, const char *ou
     signal(SIGINT, SIG_DFL);
     FILE *out = fopen(out_path, "w");
     if (!out) _exit(CHILD_IO);
-    /* Room to decompress: the frame states its size (our SDK and trimmer always write it). */
+    /* Room to decompress: the frames state their sizes (our SDK and trimmer always write it). */
     uint64_t need = 0;
-    int zstd = 0;
-    FILE *b = fopen(blob, "rb");
-    if (b) {
-        uint8_t head[18]; /* the largest zstd frame header */
-        size_t n = fread(head, 1, sizeof head, b);
-        fclose(b);
-        unsigned long long size = ZSTD_getFrameContentSize(head, n);
-        zstd = size != ZSTD_CONTENTSIZE_ERROR;
-        if (size != ZSTD_CONTENTSIZE_UNKNOWN && zstd) need = size;
-    }
+    int zstd = stated_size(blob, &need);
     /* Over the cap is the dump's fault, for good; short of disk is the server's, for now. */
     if (need > cfg->max_decompressed) {
         fprintf(out, "the dump decompresses to %llu bytes, over the %llu-byte cap (LEAKD_MAX_DECOMPRESSED_BYTES)",
@@ -115,18 +145,17 @@ static void child_analyze(const ld_config *cfg, const char *blob, const char *ou
     struct statvfs vfs;
     uint64_t free_bytes = UINT64_MAX;
     if (zstd && statvfs(tmp_dir, &vfs) == 0) free_bytes = (uint64_t)vfs.f_bavail * vfs.f_frsize;
-    if (free_bytes < need + DISK_RESERVE) {
+    if (free_bytes < DISK_RESERVE || free_bytes - DISK_RESERVE < need || (zstd < 0 && free_bytes == DISK_RESERVE)) {
         fprintf(out, "not enough free disk in %s to decompress %llu bytes (%llu free)", tmp_dir, (unsigned long long)need,
                 (unsigned long long)free_bytes);
         fclose(out);
         _exit(CHILD_NO_ROOM);
     }
-    /* What no frame header states (a frame without a size, frames after the first) may take
-     * the free disk, not more: a bomb without a size used to be written out to the cap, and
-     * fill the data dir's disk on the way (uploads then got 503). */
-    uint64_t cap = cfg->max_decompressed, room = free_bytes - DISK_RESERVE; /* ≥ need */
-    int room_caps = room < cap;
-    if (room_caps) cap = room ? room : 1; /* (0 would mean libleakcore's default) */
+    /* What no frame states may take the free disk, not more: a bomb without a size used to be
+     * written out to the cap, and fill the data dir's disk on the way (uploads then got 503). */
+    uint64_t cap = cfg->max_decompressed, room = free_bytes - DISK_RESERVE;
+    int room_caps = zstd < 0 && room < cap;
+    if (room_caps) cap = room;
     lw_heap_options ho = {.struct_size = sizeof ho, .max_decompressed_bytes = cap, .tmp_dir = tmp_dir,
                           .memory_budget = cfg->analysis_memory};
     lw_error err = {0};
@@ -135,12 +164,13 @@ static void child_analyze(const ld_config *cfg, const char *blob, const char *ou
     lw_leak_report *rep = NULL;
     if (st == LW_OK) st = lw_heap_analyze(heap, NULL, &rep, &err);
     if (st == LW_ERR_LIMIT && room_caps && strstr(err.message, "-byte cap")) {
-        /* for good, not for later: a bomb would come back every NO_ROOM_RETRY_S */
-        fprintf(out, "the dump decompresses to more than the %llu bytes of free disk in %s (less 256 MB), and its "
-                "zstd frame header did not state that size (our SDK and leakscan strip state it; the zstd tool "
-                "reading a pipe does not)", (unsigned long long)cap, tmp_dir);
+        /* The disk may have been short for a while only (another analysis's temp file): later,
+         * using an attempt, so that a bomb does not come back for ever. */
+        fprintf(out, "the dump decompresses to more than the %llu bytes of free disk in %s (less 256 MB), and a zstd "
+                "frame of it did not state its size (our SDK and leakscan strip state it, the zstd tool reading a pipe "
+                "does not)", (unsigned long long)cap, tmp_dir);
         fclose(out);
-        _exit(CHILD_BAD_INPUT);
+        _exit(CHILD_NO_ROOM_UNSTATED);
     }
     if (st != LW_OK) {
         fputs(err.message[0] ? err.message : lw_strerror(st), out);
@@ -332,9 +362,24 @@ static void run_job(const ld_config *cfg, ld_db *db, const char *owner, ld_job *
         sanitize(msg);
         ld_warn("report %s: %s, without using an attempt", job->report_id, msg);
         ld_metrics_analysis(metrics, LD_ANALYSIS_RELEASED, secs);
-        if (ld_job_defer(db, job, owner, msg, NO_ROOM_RETRY_S) != LD_OK)
+        if (ld_job_defer(db, job, owner, msg, NO_ROOM_RETRY_S, 1) != LD_OK)
             ld_error("report %s: cannot put it back (%s); its lease will expire and it will be retried", job->report_id,
                      ld_db_error(db));
+    } else if (WEXITSTATUS(status) == CHILD_NO_ROOM_UNSTATED) {
+        if (job->attempts >= cfg->max_attempts) {
+            snprintf(msg, sizeof msg, "the heap dump cannot be analyzed: %.600s", text ? text : "?");
+            ld_warn("report %s: %s (attempt %d of %d)", job->report_id, msg, job->attempts, cfg->max_attempts);
+            fail_job(db, job, owner, msg, 1, cfg->max_attempts);
+        } else {
+            snprintf(msg, sizeof msg, "%.500s; trying again in %d s", text ? text : "not enough free disk",
+                     NO_ROOM_RETRY_S);
+            sanitize(msg);
+            ld_warn("report %s: %s (attempt %d of %d)", job->report_id, msg, job->attempts, cfg->max_attempts);
+            ld_metrics_analysis(metrics, LD_ANALYSIS_RETRIED, secs);
+            if (ld_job_defer(db, job, owner, msg, NO_ROOM_RETRY_S, 0) != LD_OK)
+                ld_error("report %s: cannot put it back (%s); its lease will expire and it will be retried",
+                         job->report_id, ld_db_error(db));
+        }
     } else if (WEXITSTATUS(status) != CHILD_OK) {
         int code = WEXITSTATUS(status);
         if (code == CHILD_NOMEM) /* malloc failed: RLIMIT_DATA, past what the budget counts, or the machine */

@@ -852,14 +852,24 @@ class Inputs:
         and the first record, of tag 0, is refused as it is decompressed."""
         return self.zstd_of("bomb.zst", "{ printf 'JAVA PROFILE 1.0.2\\0\\0\\0\\0\\10'; head -c 600M /dev/zero; }")
 
-    def valid_bomb(self):
+    def valid_bomb(self, frames=1):
         """An HPROF whose heap dump is one byte array of 600 MB of zeros, zstd'd: a valid dump,
-        which passes every check of what is decompressed, so the cap is what stops it."""
+        which passes every check of what is decompressed, so the cap is what stops it. One
+        frame states no size (zstd reading a pipe); two frames (as pzstd writes) state theirs."""
         n = 600 << 20
         head = (b"JAVA PROFILE 1.0.2\0" + (4).to_bytes(4, "big") + bytes(8) + b"\x1c" + bytes(4) +
                 (14 + n).to_bytes(4, "big") + b"\x23" + (1).to_bytes(4, "big") + bytes(4) + n.to_bytes(4, "big") + b"\x08")
-        return self.zstd_of("valid-bomb.zst", "{ printf '%s'; head -c %d /dev/zero; }"
-                            % ("".join("\\%03o" % c for c in head), n))
+        first = "{ printf '%s'; head -c %d /dev/zero; }" % ("".join("\\%03o" % c for c in head), n // 2)
+        if frames == 1:
+            return self.zstd_of("valid-bomb.zst", "{ %s; head -c %d /dev/zero; }" % (first, n - n // 2))
+
+        def make(out):
+            part = out + ".part"
+            for i, producer in enumerate((first, "head -c %d /dev/zero" % (n - n // 2))):
+                subprocess.run("%s > %s && zstd -q -1 -c %s %s %s && rm %s" % (producer, part, part, ">" if i == 0 else ">>",
+                                                                             out, part), shell=True, check=True, timeout=300)
+            return out
+        return self._once("valid-bomb-2-frames.zst", make)
 
     def claims_size(self, size):
         """A 17-byte zstd frame whose header states `size` decompressed bytes (it holds none)."""

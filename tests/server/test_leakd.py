@@ -2774,9 +2774,11 @@ class T05d_KeepBlobsAndFullDisk(ServerCase):
 
     def test_bomb_without_a_stated_size_stops_at_the_free_disk(self):
         # A valid dump of 600 MB of zeros whose zstd frame states no size, on a data dir of
-        # 512 MB: decompressed up to the free disk less 256 MB, then failed for good, at the first
-        # attempt. Before, it was written out until the disk was full (uploads got 503), and
-        # failed "No space left on device" after three attempts.
+        # 512 MB: decompressed up to the free disk less 256 MB, then tried again in 5 min using
+        # an attempt (the disk may have been short for a while only), and failed at the last.
+        # Before, it was written out until the disk was full (uploads got 503), and failed "No
+        # space left on device" after three attempts in a row. The same dump in two frames that
+        # state their sizes (as pzstd writes) waits for room without using an attempt.
         mnt = tempfile.mkdtemp(prefix="leakd-small-disk.")
         self.addCleanup(os.rmdir, mnt)
         m = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=512m", "tmpfs", mnt], capture_output=True, text=True)
@@ -2791,28 +2793,47 @@ class T05d_KeepBlobsAndFullDisk(ServerCase):
         srv.start()
         http = H.Client(srv.port, API)
 
-        def ended(report_id):
-            return H.wait_for(lambda: (lambda r: r[0] if r and r[0][0] in ("done", "failed") else None)(
-                rows(db, "SELECT status, attempts, error, lease_owner FROM reports WHERE id = '%s'" % report_id)),
-                60, what="report %s to end\n%s" % (report_id, srv.log()[-3000:]))
+        def row(report_id):
+            r = rows(db, "SELECT status, attempts, error, lease_owner, round(extract(epoch FROM lease_until - now()))"
+                         " FROM reports WHERE id = '%s'" % report_id)
+            return r[0] if r else None
+
+        def settled(report_id, deferred=True):
+            """Done, failed, or (when `deferred`) back in the queue with an error."""
+            return H.wait_for(lambda: (lambda r: r if r and (r[0] in ("done", "failed") or deferred and r[0] == "queued"
+                                                             and r[2]) else None)(row(report_id)),
+                              60, what="report %s to settle\n%s" % (report_id, srv.log()[-3000:]))
         meta = H.make_meta(app.slug)
         r = http.upload_file(app.ingest, meta, INPUTS.valid_bomb())
         self.assertEqual(r.status, 202, r)
-        st, attempts, err, owner = ended(meta["report_id"])
-        self.assertEqual((st, attempts), ("failed", "1"), err)
-        m = re.match(r"^the heap dump cannot be analyzed: the dump decompresses to more than the (\d+) bytes of free "
-                     r"disk in tmp/job-\d+ \(less 256 MB\), and its zstd frame header did not state that size \(", err)
+        st, attempts, err, owner, wait = settled(meta["report_id"])
+        self.assertEqual((st, attempts, owner), ("queued", "1", None), err)
+        m = re.match(r"^the dump decompresses to more than the (\d+) bytes of free disk in tmp/job-\d+ \(less 256 MB\), "
+                     r"and a zstd frame of it did not state its size \(.*\); trying again in 300 s$", err)
         self.assertIsNotNone(m, err)
         room = int(m.group(1))
         self.assertGreater(room, 200 << 20)
         self.assertLess(room, 256 << 20)
-        self.assertIsNone(owner)
+        self.assertGreater(int(wait), 280)
         H.wait_for(lambda: not srv.tmp_files(), 5, what="no file left in data/tmp: %s" % srv.tmp_files())
-        # the disk kept its room: a dump is taken and analyzed there
+        # its last attempt, now (LEAKD_MAX_ATTEMPTS = 3): failed for good
+        rows(db, "UPDATE reports SET attempts = 2, lease_until = now() WHERE id = '%s'" % meta["report_id"])
+        st, attempts, err2, owner, _ = settled(meta["report_id"], deferred=False)
+        self.assertEqual((st, attempts, owner), ("failed", "3", None), err2)
+        self.assertRegex(err2, r"^the heap dump cannot be analyzed: the dump decompresses to more than the \d+ bytes of "
+                         r"free disk in tmp/job-\d+ \(less 256 MB\), and a zstd frame of it did not state its size "
+                         r"\(our SDK and leakscan strip state it, the zstd tool reading a pipe does not\)$")
+        # in two frames that state their sizes: it waits for room, without using an attempt
         meta2 = H.make_meta(app.slug)
-        r2 = http.upload_file(app.ingest, meta2, INPUTS.stripped("listener_list"))
-        self.assertEqual(r2.status, 202, r2)
-        self.assertEqual(ended(meta2["report_id"])[0], "done")
+        self.assertEqual(http.upload_file(app.ingest, meta2, INPUTS.valid_bomb(frames=2)).status, 202)
+        st, attempts, err3, owner, wait = settled(meta2["report_id"])
+        self.assertEqual((st, attempts, owner), ("queued", "0", None), err3)
+        self.assertRegex(err3, r"^not enough free disk in tmp/job-\d+ to decompress %d bytes \(\d+ free\); trying again "
+                         r"in 300 s$" % ((600 << 20) + 54))  # the frames' sizes: a 54-byte head and the zeros
+        # the disk kept its room: a dump is taken and analyzed there
+        meta3 = H.make_meta(app.slug)
+        self.assertEqual(http.upload_file(app.ingest, meta3, INPUTS.stripped("listener_list")).status, 202)
+        self.assertEqual(settled(meta3["report_id"])[0], "done")
 
     def test_retention_purges_at_start(self):
         # A report past LEAKD_RETENTION_DAYS is deleted by a leakd that starts, not an hour later
