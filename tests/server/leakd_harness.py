@@ -372,8 +372,10 @@ class Leakd:
 
     def _new_ports_after_a_lost_race(self, logged):
         """leakd exited for an address in use that free_port chose: choose again."""
-        if "(in use, or not allowed)" not in self.log()[logged:]:
-            return False
+        with open(self.log_path, "rb") as f:  # this attempt's lines: `logged` counts bytes
+            f.seek(logged)
+            if b"(in use, or not allowed)" not in f.read():
+                return False
         mine = {"LEAKD_LISTEN": "127.0.0.1:%d" % self.port, "LEAKD_METRICS_LISTEN": "127.0.0.1:%d" % self.metrics_port}
         if not any(self.env.get(k) == v for k, v in mine.items()):
             return False  # the test chose them
