@@ -52,7 +52,9 @@ int lw__hprof_subrecord_at(const lw__hprof *h, uint64_t pos, uint64_t end, lw__s
  * decompressed: its header, each record's tag, and the tag and measure of each sub-record of
  * its heap dump, refused at the first bad one with the reader's own message, before the rest is
  * decoded and written. What has not come yet is not judged (a truncated file is the reader's
- * to tell), nor what is inside records and sub-records. */
+ * to tell), nor what is inside records and sub-records. (One other message: a heap-dump record
+ * that runs past the file's end, which the reader names as such, is refused here at the first
+ * sub-record that does not fit.) */
 typedef struct lw__hprof_check {
     uint64_t at;          /* file offset of the item being judged (of c->buf[0] while gathering) */
     uint64_t skip;        /* bytes of a judged item still to come, passed over */
