@@ -360,9 +360,15 @@ class Leakd:
                     raise RuntimeError("leakd serve exited with %d:\n%s" % (self.proc.returncode, self.log()))
                 try:
                     socket.create_connection(("127.0.0.1", self.port), timeout=0.5).close()
-                    break
                 except OSError:
                     time.sleep(0.05)
+                    continue
+                # The port answers; its log says whether it is this leakd (another process may
+                # hold a port free_port chose, and this leakd be about to exit for it).
+                if self.env.get("LEAKD_LOG_LEVEL", "info").lower() not in ("debug", "info") or \
+                        self._logged_since(logged, b" serving on "):
+                    break
+                time.sleep(0.02)
             else:
                 raise RuntimeError("leakd serve did not listen:\n" + self.log())
             deadline = time.time() + 10
@@ -370,12 +376,16 @@ class Leakd:
                 time.sleep(0.05)
         return True
 
+    def _logged_since(self, logged, what):
+        """Whether the log holds `what` after its first `logged` bytes (this start's lines)."""
+        with open(self.log_path, "rb") as f:
+            f.seek(logged)
+            return what in f.read()
+
     def _new_ports_after_a_lost_race(self, logged):
         """leakd exited for an address in use that free_port chose: choose again."""
-        with open(self.log_path, "rb") as f:  # this attempt's lines: `logged` counts bytes
-            f.seek(logged)
-            if b"(in use, or not allowed)" not in f.read():
-                return False
+        if not self._logged_since(logged, b"(in use, or not allowed)"):
+            return False
         mine = {"LEAKD_LISTEN": "127.0.0.1:%d" % self.port, "LEAKD_METRICS_LISTEN": "127.0.0.1:%d" % self.metrics_port}
         if not any(self.env.get(k) == v for k, v in mine.items()):
             return False  # the test chose them
