@@ -358,17 +358,19 @@ class Leakd:
                         os.truncate(self.log_path, logged)
                         return False
                     raise RuntimeError("leakd serve exited with %d:\n%s" % (self.proc.returncode, self.log()))
+                # Its log says when it serves, the API and /metrics both listening (a port that
+                # answers may be another process's, which holds a port free_port chose while this
+                # leakd is about to exit for it); below level info, the API's port answering does.
+                if self.env.get("LEAKD_LOG_LEVEL", "info").lower() in ("debug", "info"):
+                    if self._logged_since(logged, b" serving on "):
+                        break
+                    time.sleep(0.02)
+                    continue
                 try:
                     socket.create_connection(("127.0.0.1", self.port), timeout=0.5).close()
+                    break
                 except OSError:
                     time.sleep(0.05)
-                    continue
-                # The port answers; its log says whether it is this leakd (another process may
-                # hold a port free_port chose, and this leakd be about to exit for it).
-                if self.env.get("LEAKD_LOG_LEVEL", "info").lower() not in ("debug", "info") or \
-                        self._logged_since(logged, b" serving on "):
-                    break
-                time.sleep(0.02)
             else:
                 raise RuntimeError("leakd serve did not listen:\n" + self.log())
             deadline = time.time() + 10

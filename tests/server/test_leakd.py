@@ -2384,14 +2384,14 @@ class T05f_ConnectionsPerAddress(RawGets, ServerCase):
             self.skipTest("no IPv6 loopback here: %s" % e)
         srv = H.Leakd(self.db, workers=1, listen="[::1]:%d" % H.free_port(), connections_per_address=2)
         self.addCleanup(srv.cleanup)
-        srv.start(wait=False)
+        srv.start()  # waits for its log to say it serves: /metrics, asked next, listens too
         port = int(srv.env["LEAKD_LISTEN"].rsplit(":", 1)[1])
 
         def connect():
             s = socket.create_connection(("::1", port), timeout=10)
             self.addCleanup(s.close)
             return s
-        H.wait_for(lambda: H.wait_listening_v6(port), 15, interval=0.05, what="leakd to listen on [::1]")
+        self.assertTrue(H.wait_listening_v6(port))
         H.wait_for(lambda: srv.metrics()["leakd_connections_open"] == 0, 5, interval=0.05,
                    what="the probe's connection seen closed")
         for _ in range(4):
