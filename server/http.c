@@ -24,6 +24,7 @@
 
 #include "blob_file.h"
 #include "conn_watch.h"
+#include "key_table.h"
 #include "log.h"
 #include "peers.h"
 #include "server.h"
@@ -141,11 +142,19 @@ static struct {
  * waits, oldest first. Neither holding nor waiting lasts: a holder's body must have come by
  * its deadline, and a request waits LEAKD_INGEST_WAIT seconds at most (turns_watch). One key
  * holds at most `per_key` of it (LEAKD_INGEST_MEMORY_PER_KEY): a key's request over that
- * waits for the key's own bodies, and lets others' go past it. */
+ * waits for the key's own bodies, and lets others' go past it. What each key holds is kept in
+ * `keys`: summing it over the holders, for each waiting request at each admission, cost
+ * O(waiting x holders) under this lock once a queue formed (review of 2026-12-03). */
+typedef struct {
+    uint64_t held; /* by the key's holders that were counted in it (turn_key_counted) */
+    uint64_t walk; /* the last walk of the queue that passed a waiting request of the key */
+} key_share;
 static struct {
     pthread_mutex_t mu;
     uint64_t held, budget; /* budget 0: none */
     uint64_t per_key;      /* 0: none */
+    ld_key_table *keys;    /* key_share of each key, when per_key */
+    uint64_t walk;         /* walks of the queue so far */
     unsigned holders;
     ld_req *head, *tail;
     int stopped;           /* no more waiting: new ones go on at once */
@@ -298,6 +307,10 @@ int ld_req_off_loop(ld_req *r, void (*fn)(ld_req *r)) {
 static void hold(ld_req *r, uint64_t bytes, double now) {
     turns.held += bytes;
     turns.holders++;
+    /* no record for the key (out of memory): its bodies are not counted against its share */
+    key_share *ks = turns.keys ? ld_key_table_get(turns.keys, r->who.key_id) : NULL;
+    if (ks) ks->held += bytes;
+    r->turn_key_counted = ks != NULL;
     r->turn_bytes = bytes;
     r->reading_since = now;
     r->turn_deadline = now + LD_TURN_GRACE_S + (double)bytes / LD_TURN_RATE;
@@ -313,27 +326,25 @@ static void hold(ld_req *r, uint64_t bytes, double now) {
 enum { FITS, SHORT, KEY_FULL };
 static int fits(const ld_req *r, uint64_t bytes) {
     if (!turns.holders) return FITS;
-    /* the key can hold no more than everyone does: most of the time there is nothing to sum */
-    if (turns.per_key && turns.held + bytes > turns.per_key) {
-        uint64_t mine = 0;
-        for (const ld_req *h = turns.holding; h; h = h->turn_next)
-            if (h->who.key_id == r->who.key_id) mine += h->turn_bytes;
-        if (mine && mine + bytes > turns.per_key) return KEY_FULL;
+    if (turns.per_key) {
+        const key_share *ks = ld_key_table_find(turns.keys, r->who.key_id);
+        if (ks && ks->held && ks->held + bytes > turns.per_key) return KEY_FULL;
     }
     return turns.held + bytes <= turns.budget ? FITS : SHORT;
 }
 
-/* Whether a waiting request of w's key is ahead of w in the queue (locked): then w waits for
- * its key, whatever room there is. */
-static int key_ahead(const ld_req *w) {
-    for (const ld_req *v = turns.head; v && v != w; v = v->next_waiting)
-        if (v->who.key_id == w->who.key_id) return 1;
-    return 0;
+/* A walk of the queue, oldest first, marks the key of each request it passes that stays
+ * waiting (locked): a later one of the same key waits for its key, whatever room there is
+ * (key_behind). A waiting request's key has its record (made when it queued), and a walk makes
+ * none, so none moves during a walk. */
+static void walk_start(void) { turns.walk++; }
+static int key_behind(const ld_req *w) {
+    const key_share *ks = turns.keys ? ld_key_table_find(turns.keys, w->who.key_id) : NULL;
+    return ks && ks->walk == turns.walk;
 }
-
-/* Whether w, waiting, waits for its key rather than for the budget (locked). */
-static int waits_for_key(const ld_req *w) {
-    return key_ahead(w) || fits(w, w->turn_want) == KEY_FULL;
+static void key_mark(const ld_req *w) {
+    key_share *ks = turns.keys ? ld_key_table_find(turns.keys, w->who.key_id) : NULL;
+    if (ks) ks->walk = turns.walk;
 }
 
 /* The waiting take their shares, oldest first, while the budget has room (locked): the list of
@@ -342,11 +353,13 @@ static int waits_for_key(const ld_req *w) {
  * is passed over. */
 static ld_req *admit_waiting(double now) {
     ld_req *go = NULL, **link = &go, **at = &turns.head, *prev = NULL;
+    walk_start();
     while (*at) {
         ld_req *w = *at;
-        int f = key_ahead(w) ? KEY_FULL : fits(w, w->turn_want);
+        int f = key_behind(w) ? KEY_FULL : fits(w, w->turn_want);
         if (f == SHORT) break;
         if (f == KEY_FULL) {
+            key_mark(w);
             prev = w;
             at = &w->next_waiting;
             continue;
@@ -383,8 +396,11 @@ int ld_req_admit(ld_req *r, uint64_t bytes, void (*then)(ld_req *r)) {
      * holds its share (nor one of its own key), and one always goes on (a body over the whole
      * budget waits until it is alone). */
     int f = fits(r, bytes);
-    for (ld_req *w = turns.head; w && f == FITS; w = w->next_waiting)
-        if (w->who.key_id == r->who.key_id || !waits_for_key(w)) f = SHORT;
+    walk_start();
+    for (ld_req *w = turns.head; w && f == FITS; w = w->next_waiting) {
+        if (w->who.key_id == r->who.key_id || (!key_behind(w) && fits(w, w->turn_want) != KEY_FULL)) f = SHORT;
+        key_mark(w);
+    }
     if (turns.stopped || f == FITS) {
         hold(r, bytes, now);
         pthread_mutex_unlock(&turns.mu);
@@ -394,6 +410,9 @@ int ld_req_admit(ld_req *r, uint64_t bytes, void (*then)(ld_req *r)) {
         pthread_mutex_unlock(&turns.mu);
         return -1;
     }
+    /* its key's record, for the walks (a key that has none and gets none for want of memory is
+     * only not known to wait) */
+    if (turns.keys) ld_key_table_get(turns.keys, r->who.key_id);
     r->turn_want = bytes;
     r->turn_queued = 1;
     r->next_waiting = NULL;
@@ -425,6 +444,11 @@ static void turn_end(ld_req *r) {
     if (r->turn_bytes) {
         turns.held -= r->turn_bytes;
         turns.holders--;
+        if (r->turn_key_counted) {
+            key_share *ks = ld_key_table_find(turns.keys, r->who.key_id);
+            ks->held -= r->turn_bytes;
+            r->turn_key_counted = 0;
+        }
         r->turn_bytes = 0;
         if (r->turn_prev) r->turn_prev->turn_next = r->turn_next;
         else turns.holding = r->turn_next;
@@ -541,13 +565,16 @@ static int turns_watch_start(char *err, size_t cap) {
 }
 
 static void turns_watch_stop(void) {
-    if (!turns.watching) return;
-    pthread_mutex_lock(&turns.mu);
-    turns.quit = 1;
-    pthread_cond_signal(&turns.tick);
-    pthread_mutex_unlock(&turns.mu);
-    pthread_join(turns.watch, NULL);
-    turns.watching = 0;
+    if (turns.watching) {
+        pthread_mutex_lock(&turns.mu);
+        turns.quit = 1;
+        pthread_cond_signal(&turns.tick);
+        pthread_mutex_unlock(&turns.mu);
+        pthread_join(turns.watch, NULL);
+        turns.watching = 0;
+    }
+    ld_key_table_free(turns.keys); /* no request holds or waits any more, and the watch is gone */
+    turns.keys = NULL;
 }
 
 void ld_http_gauges_read(ld_http_gauges *g) {
@@ -1189,7 +1216,9 @@ int ld_http_start(ld_server *s, char *err, size_t cap) {
     turns.stopped = 0;
     turns.holding = NULL;
     turns.wait_limit = s->cfg.ingest_wait_s > 0 ? s->cfg.ingest_wait_s : 10;
-    if (turns.budget && turns_watch_start(err, cap) != 0) {
+    turns.keys = turns.per_key ? ld_key_table_new(sizeof(key_share)) : NULL;
+    if (turns.per_key && !turns.keys) snprintf(err, cap, "out of memory");
+    if ((turns.per_key && !turns.keys) || (turns.budget && turns_watch_start(err, cap) != 0)) {
         free(cert);
         free(key);
         undo_start(s);

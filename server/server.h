@@ -83,6 +83,7 @@ struct ld_req {
     int turn_fd;                    /* its socket, shut down at the deadline */
     int turn_queued;
     int turn_key_full;              /* its wait ended for want of its own key's share (else of the budget) */
+    int turn_key_counted;           /* turn_bytes are counted in its key's share (http.c's key_share) */
     atomic_int body_read;           /* its body has all come (the final call): no deadline now */
     atomic_int turn_dropped;        /* dropped at the deadline: counts as a refused upload */
 };
