@@ -39,14 +39,16 @@ static ld_status leak_signature(const lw_leak *l, char out[41]) {
 }
 
 /* The stored reports to group: per leak signature of each report not grouped before (its
- * first listing), the fields LD_GROUPING_CTES needs, read from the stored result. LATERAL:
+ * first listing, with the counts of all its listings summed), the fields LD_GROUPING_CTES
+ * needs, read from the stored result. LATERAL:
  * one primary-key lookup per report, whatever a plan cached while the table was small would
  * prefer (a hash join over a scan of every report). Few rows (a worker groups one report at a
  * time): the group's fields are looked up in `src` by pos and vrank. */
 static const char group_stored_sql[] =
     "WITH l0 AS ("
     "  SELECT DISTINCT ON (r.id, l.leak->>'signature') r.app_id, r.id AS report_id, r.app_version, r.build,"
-    "    r.install_id, o.ord, l.lord, l.leak, l.leak->>'signature' AS sig"
+    "    r.install_id, o.ord, l.lord, l.leak, l.leak->>'signature' AS sig,"
+    "    sum((l.leak->>'count')::numeric) OVER (PARTITION BY r.id, l.leak->>'signature') AS total"
     "  FROM unnest($1::bigint[], $2::uuid[]) WITH ORDINALITY AS o(app_id, id, ord)"
     "  CROSS JOIN LATERAL (SELECT * FROM reports x WHERE x.app_id = o.app_id AND x.id = o.id"
     "    AND NOT EXISTS (SELECT 1 FROM occurrences c WHERE c.report_id = x.id)) r"
@@ -54,7 +56,7 @@ static const char group_stored_sql[] =
     "  ORDER BY r.id, l.leak->>'signature', l.lord),"
     " src AS ("
     "  SELECT app_id, report_id, app_version, build, install_id, sig, leak,"
-    "    LEAST((leak->>'count')::numeric, 9223372036854775807)::bigint AS objects,"
+    "    LEAST(total, 9223372036854775807)::bigint AS objects,"
     "    row_number() OVER (ORDER BY ord, lord) AS pos, dense_rank() OVER (ORDER BY build, ord) AS vrank"
     "  FROM l0),"
     LD_GROUPING_CTES("(SELECT s.leak->>'kind' FROM src s WHERE s.pos = p.rep_pos)",

@@ -71,7 +71,10 @@
     "    occurrences = g.occurrences + EXCLUDED.occurrences," \
     "    leaked_objects = LEAST(g.leaked_objects::numeric + EXCLUDED.leaked_objects, 9223372036854775807)::bigint," \
     "    devices = g.devices + EXCLUDED.devices," \
-    "    last_seen = now()," \
+    /* now() is when the transaction began: one that began first may reach the row last, \
+     * having waited for another group's lock */ \
+    "    first_seen = LEAST(g.first_seen, EXCLUDED.first_seen)," \
+    "    last_seen = GREATEST(g.last_seen, EXCLUDED.last_seen)," \
     "    first_version = CASE WHEN EXCLUDED.first_build < g.first_build THEN EXCLUDED.first_version" \
     "      ELSE g.first_version END," \
     "    first_build = LEAST(g.first_build, EXCLUDED.first_build)," \

@@ -243,6 +243,12 @@ static ld_status batch_build(const ld_traces_item *items, size_t n, batch_params
             size_t e = 0;
             while (e < j && strcmp(rep->leaks[e].signature, l->signature) != 0) e++;
             if (e < j) continue; /* this signature was listed before in this report */
+            /* its leaked objects are those of every listing (two leaks the device told apart
+             * may have one signature here, where it is recomputed) */
+            uint64_t count = l->count;
+            for (e = j + 1; e < rep->leak_count; e++)
+                if (strcmp(rep->leaks[e].signature, l->signature) == 0)
+                    count = count + rep->leaks[e].count < count ? UINT64_MAX : count + rep->leaks[e].count;
             const lw_trace *tr = l->trace_count ? &l->traces[0] : NULL;
             arr_int4(&bp->a[P_LREP], (int32_t)(t + 1));
             arr_text(&bp->a[P_SIG], l->signature);
@@ -250,7 +256,7 @@ static ld_status batch_build(const ld_traces_item *items, size_t n, batch_params
             arr_text(&bp->a[P_DESCR], l->short_description);
             arr_text(&bp->a[P_PATTERN], l->library_pattern);
             arr_text(&bp->a[P_CLASS], tr && tr->element_count ? tr->elements[tr->element_count - 1].class_name : NULL);
-            arr_int8(&bp->a[P_COUNT], l->count > INT64_MAX ? INT64_MAX : (int64_t)l->count);
+            arr_int8(&bp->a[P_COUNT], count > INT64_MAX ? INT64_MAX : (int64_t)count);
             arr_int4(&bp->a[P_LIDX], (int32_t)j);
             /* The representative, should the group be new. Cut out of the stored result in SQL,
              * it costs a parse of the whole result per new group: fine for a report of one leak

@@ -1401,6 +1401,60 @@ class T03_Grouping(ServerCase):
         H.leakd_cli(self.db, "key", "revoke", str(H.key_id(admin)))
         H.wait_for(lambda: self.http.get(path, key=admin).status == 401, 15, interval=0.5, what="the revoked key to get 401")
 
+    def test_a_signature_listed_twice_in_one_report_sums_its_objects(self):
+        # The server recomputes signatures: two leaks a device told apart may have one here.
+        # They are one occurrence whose leaked objects are both counts (was: the first's only).
+        app = self.new_app()
+        a = H.synthetic_leak("com.example.Twice", "com.example.Screen", count=3)
+        b = H.synthetic_leak("com.example.Twice", "com.example.OtherScreen", count=4)
+        b["signature"] = "0" * 40  # what a device may have sent: the server's is a's
+        meta, r = self.upload_traces(app, H.traces_doc(a, b))
+        self.assertEqual(r.status, 202, r)
+        self.assertEqual([l["count"] for l in r.json["leaks"]], [3, 4])
+        g = self.http.get("/v1/apps/%s/leaks/%s" % (app.slug, a["signature"]), key=app.read).json
+        self.assertEqual((g["occurrences"], g["leaked_objects"]), (1, 7))
+        self.assertEqual([(v["occurrences"], v["leaked_objects"]) for v in g["versions"]], [(1, 7)])
+        self.assertEqual(rows(self.db, "SELECT count(*), sum(leaked_objects) FROM occurrences o JOIN reports r ON "
+                                       "r.id = o.report_id WHERE r.id = '%s'" % meta["report_id"]), [["1", "7"]])
+
+    def test_last_seen_never_goes_back(self):
+        # now() is when a transaction began. R1 (leaks A and B) begins first but waits for A's
+        # row lock (held here by psql, as a big batch or a worker's grouping may hold it); R2
+        # (B only) begins later on leakd's other writer and commits first. R1 then wrote its
+        # older time over B's last_seen, and the list, newest first, showed B again on the
+        # next page (audit 2026-12-03). first_seen: the earliest, whoever made the group.
+        app = self.new_app()
+        la = H.synthetic_leak("com.example.LockA", "com.example.Screen")
+        lb = H.synthetic_leak("com.example.LockB", "com.example.Screen")
+        la, lb = sorted((la, lb), key=lambda l: l["signature"])  # A is locked before B
+        self.assertEqual(self.upload_traces(app, H.traces_doc(la))[1].status, 202)
+        ps = subprocess.Popen([H.psql_path(), "-X", "-q", "-d", self.db], stdin=subprocess.PIPE,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT, text=True)
+        self.addCleanup(ps.kill)
+        ps.stdin.write("BEGIN; SELECT id FROM leak_groups WHERE signature = '%s' FOR UPDATE;\n" % la["signature"])
+        ps.stdin.flush()
+        H.wait_for(lambda: rows(self.db, "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'psql' "
+                                         "AND state = 'idle in transaction'") != [["0"]], 10, what="psql to hold the lock")
+        r1 = {}
+        t = threading.Thread(target=lambda: r1.setdefault("r", self.upload_traces(app, H.traces_doc(la, lb))[1]))
+        t.start()
+        H.wait_for(lambda: rows(self.db, "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'") != [["0"]],
+                   10, what="R1 to wait for the lock")
+        time.sleep(0.05)  # R2's transaction begins strictly later
+        self.assertEqual(self.upload_traces(app, H.traces_doc(lb))[1].status, 202)
+        ps.stdin.write("COMMIT;\n")
+        ps.stdin.close()
+        ps.wait(10)
+        t.join(30)
+        self.assertEqual(r1["r"].status, 202, r1["r"])
+        self.assertEqual(rows(self.db, "SELECT g.first_seen = min(o.seen_at), g.last_seen = max(o.seen_at), count(*) "
+                                       "FROM leak_groups g JOIN occurrences o ON o.group_id = g.id "
+                                       "WHERE g.signature = '%s' GROUP BY g.id" % lb["signature"]), [["t", "t", "2"]])
+        page = self.http.get("/v1/apps/%s/leaks?limit=1" % app.slug, key=app.read).json
+        rest = self.http.get("/v1/apps/%s/leaks?limit=10&cursor=%s" % (app.slug, page["next_cursor"]), key=app.read).json
+        self.assertEqual(sorted(g["signature"] for g in page["leaks"] + rest["leaks"]),
+                         sorted((la["signature"], lb["signature"])))
+
     def test_report_without_install_id_is_not_a_device(self):
         app = self.new_app()
         doc = H.traces_doc(H.synthetic_leak("com.example.Anon", "com.example.Screen"))
