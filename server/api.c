@@ -339,11 +339,14 @@ static json_t *trace_with_text(const char *rep_json) {
     json_decref(doc);
     lw_leak_report *rep = NULL;
     char *rendered = NULL;
-    if (text && lw_leak_report_from_json(text, strlen(text), NULL, &rep, NULL) == LW_OK && rep->leak_count)
+    /* with the limits the trace was stored under: the defaults' 10,000 elements left a longer
+     * leak path of a heap report without its text (audit 2026-12-03) */
+    static const lw_json_limits lim = LD_RESULT_LIMITS;
+    if (text && lw_leak_report_from_json(text, strlen(text), &lim, &rep, NULL) == LW_OK && rep->leak_count)
         rendered = lw_trace_to_text(&rep->leaks[0].traces[0]);
     free(text);
     lw_leak_report_free(rep);
-    json_t *out = json_pack("{s:o,s:s}", "json", trace, "text", rendered ? rendered : "");
+    json_t *out = json_pack("{s:o,s:s}", "json", trace, "text", rendered ? rendered : "(the trace could not be rendered)");
     free(rendered);
     return out;
 }

@@ -10,6 +10,11 @@
 #include "db.h"
 #include "leakcore.h"
 
+/* What leakd takes of an analysis result (a worker reads the analyzer's output with these
+ * limits) and so of any trace it stored, read again: a leak path of 100,000 elements, strings
+ * of 1 MiB. */
+#define LD_RESULT_LIMITS {256u << 20, 100000, 100, 100000, 1u << 20}
+
 /* A report as ingest stores it. All strings are borrowed. */
 typedef struct ld_report_in {
     const char *report_id;   /* lower-case UUID text, made on the device */

@@ -395,7 +395,7 @@ static void run_job(const ld_config *cfg, ld_db *db, const char *owner, ld_job *
     } else {
         lw_leak_report *rep = NULL;
         lw_error err = {0};
-        lw_json_limits lim = {256u << 20, 100000, 100, 100000, 1u << 20};
+        lw_json_limits lim = LD_RESULT_LIMITS;
         if (!text || lw_leak_report_from_json(text, len, &lim, &rep, &err) != LW_OK) {
             snprintf(msg, sizeof msg, "the analysis result could not be read: %s", err.message);
             ld_error("report %s: %s", job->report_id, msg);

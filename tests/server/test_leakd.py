@@ -661,6 +661,25 @@ class T02_Ingest(ServerCase):
         g = self.http.get("/v1/reports/" + meta["report_id"], key=app.read)
         self.assertEqual((g.json["status"], g.json["leaks_found"]), ("done", 3))
 
+    def test_heap_leak_path_longer_than_a_traces_report_may_hold_is_shown(self):
+        # 12,002 elements: the worker takes 100,000 a trace, a device's traces report 10,000.
+        # The API read the stored trace again with the latter, and its text came out "" (audit
+        # 2026-12-03; openapi.yaml asks for a text).
+        app = self.new_app()
+        meta = H.make_meta(app.slug)
+        r = self.http.upload_file(app.ingest, meta, INPUTS.stripped("long_chain"))
+        self.assertEqual(r.status, 202, r)
+        self.wait_report(meta["report_id"])
+        rep = self.http.get("/v1/reports/" + meta["report_id"], key=app.read).json
+        self.assertEqual((rep["status"], rep["leaks_found"]), ("done", 1), rep)
+        g = self.http.get("/v1/apps/%s/leaks/%s" % (app.slug, rep["leaks"][0]["signature"]), key=app.read)
+        self.assertEqual(g.status, 200, g)
+        rt = g.json["representative_trace"]
+        self.assertEqual(len(rt["json"]["elements"]), 12002)
+        self.assertIn("leaktest.LongChainScenario$Node", rt["text"])
+        self.assertIn("leaktest.DetailScreen", rt["text"])
+        self.assertGreater(rt["text"].count("\n"), 12000)
+
     def test_traces_upload_is_done_and_grouped_at_once(self):
         app = self.new_app()
         doc = INPUTS.traces_json("listener_list")

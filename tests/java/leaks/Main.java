@@ -13,7 +13,8 @@ import java.nio.file.Paths;
  * <pre>java -Xmx256m -cp leaktest.jar leaktest.Main SCENARIO OUTPUT.hprof</pre>
  *
  * Scenarios: static_field, listener_list, thread, array_slot, map_value, local_only, multi,
- * no_leak. Expected analyzer results: tests/java/expected/SCENARIO.json.
+ * no_leak. Expected analyzer results: tests/java/expected/SCENARIO.json. And long_chain (a
+ * leak path of 12,002 elements), which has none: the server's tests use it.
  * Exit codes: 0 dump written, 2 usage error, 1 anything else.
  *
  * <p>Nothing of a scenario stays in a local variable of the main thread: every scenario is built
@@ -48,6 +49,9 @@ public final class Main {
       case "no_leak":
         NoLeakScenario.build(8);
         return 8;
+      case "long_chain":
+        LongChainScenario.build(9, 12000);
+        return 9;
       default:
         return -1;
     }
