@@ -14,6 +14,7 @@
 #include "report_writer.h"
 #include "reports.h"
 #include "server.h"
+#include "utf8.h"
 
 #define TS(col) "to_char(" col " AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"')"
 
@@ -45,27 +46,12 @@ static int unescape(const char *src, size_t len, char *dst, size_t cap) {
     return (int)j;
 }
 
-/* Whether s is well-formed UTF-8 (RFC 3629: no overlong form, no surrogate, nothing past
- * U+10FFFF), as PostgreSQL, whose encoding is UTF-8, requires of every text parameter: any
- * other byte string a client sends is refused with a 400 before it reaches SQL, not with the
- * 500 the database's refusal would make. */
+/* Whether s is well-formed UTF-8, as PostgreSQL requires of every text parameter: any other
+ * byte string a client sends is refused with a 400 before it reaches SQL, not with the 500
+ * the database's refusal would make. */
 static int utf8_valid(const char *s) {
-    const unsigned char *p = (const unsigned char *)s;
-    while (*p) {
-        unsigned c = *p;
-        int n = c < 0x80 ? 0 : c >= 0xC2 && c <= 0xDF ? 1 : c >= 0xE0 && c <= 0xEF ? 2 : c >= 0xF0 && c <= 0xF4 ? 3 : -1;
-        if (n < 0) return 0;
-        unsigned lo = 0x80, hi = 0xBF; /* the second byte's range (RFC 3629 §4) */
-        if (c == 0xE0) lo = 0xA0;
-        else if (c == 0xED) hi = 0x9F;
-        else if (c == 0xF0) lo = 0x90;
-        else if (c == 0xF4) hi = 0x8F;
-        p++;
-        for (int i = 0; i < n; i++, p++) {
-            if (*p < (i ? 0x80 : lo) || *p > (i ? 0xBF : hi)) return 0; /* the NUL ending s included */
-        }
-    }
-    return 1;
+    size_t len = strlen(s);
+    return ld_utf8_prefix(s, len) == len;
 }
 
 /* s, to be quoted in an error message: a JSON string must be UTF-8 (json_pack refuses anything
@@ -93,12 +79,14 @@ static enum MHD_Result match_arg(void *cls, enum MHD_ValueKind kind, const char 
     return MHD_NO;
 }
 
-/* The query argument `name`, decoded into buf: *out is buf, or NULL when it is absent. -1, with
- * a 400 prepared, when its value is over `cap` - 1 bytes, holds an escaped NUL or is not UTF-8. */
+/* The query argument `name`, decoded into buf: *out is buf, or NULL when it is absent or empty
+ * (a dashboard may send every parameter, `?status=&kind=...`: an empty one asks for nothing,
+ * where `version=` matched no group and the others were a 400). -1, with a 400 prepared, when
+ * its value is over `cap` - 1 bytes, holds an escaped NUL or is not UTF-8. */
 static int arg(ld_req *r, const char *name, char *buf, size_t cap, const char **out) {
     arg_search a = {name, buf, cap, 0};
     MHD_get_connection_values(r->conn, MHD_GET_ARGUMENT_KIND, match_arg, &a);
-    *out = a.found == 1 ? buf : NULL;
+    *out = a.found == 1 && buf[0] ? buf : NULL;
     if (a.found == -2) {
         ld_respond_error(r, 400, "bad_request", "%s must be UTF-8", name);
         return -1;
@@ -252,7 +240,8 @@ static void list_groups(ld_req *r, ld_db *db, int64_t app_id, const char *versio
     if (limit_s) {
         char *end;
         limit = strtol(limit_s, &end, 10);
-        if (*end || limit < 1 || limit > 200) {
+        /* digits only: strtol also takes a sign and leading spaces */
+        if (*end || !isdigit((unsigned char)limit_s[0]) || limit < 1 || limit > 200) {
             ld_respond_error(r, 400, "bad_request", "limit must be 1 to 200");
             return;
         }
@@ -409,8 +398,9 @@ static void get_group(ld_req *r, ld_db *db, int64_t app_id, const char *sig) {
 }
 
 /* PATCH body: {"status": "open" | "ignored" | "fixed"} */
+#define PATCH_MAX 4096
 typedef struct {
-    char buf[4096];
+    char buf[PATCH_MAX];
     size_t len;
     int too_big;
     int64_t app_id;
@@ -419,7 +409,7 @@ typedef struct {
 
 static int patch_chunk(ld_req *r, const char *data, size_t len) {
     patch_state *ps = r->state;
-    if (ps->len + len >= sizeof ps->buf) ps->too_big = 1;
+    if (len > sizeof ps->buf - ps->len) ps->too_big = 1;
     else {
         memcpy(ps->buf + ps->len, data, len);
         ps->len += len;
@@ -524,15 +514,18 @@ static int serves(const char *list, const char *method) {
 }
 
 /* A CORS preflight carries no key: it is answered on the /v1 paths, whatever the method it
- * asks about, 204 for an allowed Origin (http.c adds its Access-Control-Allow-Origin). */
+ * asks about, 204 for an allowed Origin (http.c adds its Access-Control-Allow-Origin); a 403,
+ * like every error, has its JSON body, for whoever reads it other than a browser. */
 static void preflight(ld_req *r) {
     r->route = LD_ROUTE_OPTIONS;
-    ld_respond_empty(r, r->origin[0] ? 204 : 403);
-    if (r->origin[0]) {
-        MHD_add_response_header(r->resp, "Access-Control-Allow-Methods", "GET, PATCH, POST, OPTIONS");
-        MHD_add_response_header(r->resp, "Access-Control-Allow-Headers", "Authorization, Content-Type");
-        MHD_add_response_header(r->resp, "Access-Control-Max-Age", "600");
+    if (!r->origin[0]) {
+        ld_respond_error(r, 403, "forbidden", "this Origin is not one of LEAKD_CORS_ORIGINS");
+        return;
     }
+    ld_respond_empty(r, 204);
+    MHD_add_response_header(r->resp, "Access-Control-Allow-Methods", "GET, PATCH, POST, OPTIONS");
+    MHD_add_response_header(r->resp, "Access-Control-Allow-Headers", "Authorization, Content-Type");
+    MHD_add_response_header(r->resp, "Access-Control-Max-Age", "600");
 }
 
 static void readyz(ld_req *r) {
@@ -645,7 +638,10 @@ void ld_api_dispatch(ld_req *r) {
     } else if (path == PATH_LEAK) {
         r->route = patch ? LD_ROUTE_LEAK_PATCH : LD_ROUTE_LEAK;
         if (!patch) get_group(r, db, app_id, seg[4]);
-        else {
+        else if (r->content_length > PATCH_MAX) {
+            /* judged on its Content-Length, as an upload: not read */
+            ld_respond_error(r, 413, "too_large", "the body is over 4 KiB");
+        } else {
             patch_state *ps = calloc(1, sizeof *ps);
             if (!ps) ld_respond_error(r, 503, "unavailable", "out of memory");
             else {

@@ -28,6 +28,7 @@
 #include "log.h"
 #include "peers.h"
 #include "server.h"
+#include "utf8.h"
 
 static struct MHD_Daemon *metrics_daemon;
 static ld_conn_watch *watch;   /* LEAKD_HEADER_TIMEOUT, and the dups the lingerer needs */
@@ -234,13 +235,20 @@ void ld_respond_error(ld_req *r, unsigned status, const char *code, const char *
     char msg[1024];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
+    int n = vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
+    /* A JSON string is UTF-8, else json_pack fails and the answer would be a 500: a message
+     * cut at its byte count, or one quoting what a client sent, ends before a broken character
+     * (a 404 for a long path of accented letters was a 500, audit 2026-12-03). */
+    msg[ld_utf8_prefix(msg, n < 0 ? 0 : (size_t)n < sizeof msg ? (size_t)n : sizeof msg - 1)] = 0;
     ld_respond_json(r, status, json_pack("{s:{s:s,s:s}}", "error", "code", code, "message", msg));
     if (status == 503) atomic_fetch_add(&r->srv->metrics.unavailable, 1);
     /* Said once, in the request's log line. */
     snprintf(r->error_code, sizeof r->error_code, "%.31s", code);
-    snprintf(r->error_msg, sizeof r->error_msg, "%.299s", msg);
+    size_t len = strlen(msg) < sizeof r->error_msg ? strlen(msg) : sizeof r->error_msg - 1;
+    len = ld_utf8_prefix(msg, len);
+    memcpy(r->error_msg, msg, len);
+    r->error_msg[len] = 0;
 }
 
 void ld_respond_retry_after(ld_req *r, int seconds) {

@@ -1198,7 +1198,7 @@ class T02_Ingest(ServerCase):
                 self.assertIn("Authorization", r.header("Access-Control-Allow-Headers"))
                 self.assertEqual(r.header("Access-Control-Max-Age"), "600")
         r = self.http.request("OPTIONS", "/v1/reports", headers=dict(pre, Origin="https://evil.example.com"))
-        self.assertEqual((r.status, r.body), (403, b""))
+        self.assertError(r, 403, "forbidden")  # a JSON body, as every error's (was empty)
         self.assertIsNone(r.header("Access-Control-Allow-Origin"))
 
     # ---- health and metrics -------------------------------------------------------------------
@@ -1899,6 +1899,37 @@ class T04_Api(ServerCase):
         except OSError:
             closed = False
         return lines[0], hdrs, body[:clen], closed
+
+    def test_api_audit_of_2026_12_03(self):
+        # A 404 quoting a long path of raw UTF-8: its message, cut at 1,023 bytes, could end
+        # inside a character, which no JSON string may hold (was a 500 "out of memory").
+        for prefix in (b"/", b"/x"):
+            with self.subTest(prefix=prefix):
+                line, _, body, _ = self.raw_answer(b"GET " + prefix + "\u00e9".encode() * 600 +
+                                                   b" HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+                self.assertTrue(line.startswith("HTTP/1.1 404 "), (line, body[:200]))
+                self.assertEqual(json.loads(body)["error"]["code"], "not_found")
+        # a PATCH body of 4,096 bytes is no more than 4 KiB; one longer is refused from its
+        # Content-Length, unread, as an upload is
+        sig_path = "/v1/apps/apiapp/leaks/" + self.sigs[2]
+        body = b'{"status": "ignored"}'
+        self.assertEqual(self.http.patch(sig_path, self.admin, body + b" " * (4096 - len(body))).status, 200)
+        self.assertError(self.http.patch(sig_path, self.admin, body + b" " * (4097 - len(body))), 413, "too_large")
+        line, _, body413, closed = self.raw_answer(
+            ("PATCH %s HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\nContent-Type: application/json\r\n"
+             "Content-Length: 5000\r\n\r\n" % (sig_path, self.admin)).encode())
+        self.assertTrue(line.startswith("HTTP/1.1 413 "), (line, body413))
+        self.assertTrue(closed)
+        # every parameter sent empty, as a dashboard may send them, is as if left out (was: a
+        # 400 for most, and version= matched nothing)
+        self.assertEqual(self.lst("?status=&kind=&version=&sort=&limit=&cursor="), self.lst(""))
+        self.assertEqual(self.http.get("/v1/apps/apiapp/versions/2.0/leaks?new=", key=self.a.read).json,
+                         self.http.get("/v1/apps/apiapp/versions/2.0/leaks", key=self.a.read).json)
+        # limit is digits: no sign, no space
+        for q in ("?limit=%2B5", "?limit=%205", "?limit=-5", "?limit=5%20"):
+            with self.subTest(q):
+                self.assertError(self.http.get("/v1/apps/apiapp/leaks" + q, key=self.a.read), 400, "bad_request")
+        self.assertEqual(len(self.lst("?limit=05")["leaks"]), 5)
 
     def test_conflicting_content_length_headers_are_400(self):
         """Abuse finding 9 (RFC 9112 §6.3): two Content-Length headers that differ were accepted,
