@@ -473,10 +473,38 @@ void ld_blob_paths_free(char **paths, size_t n) {
     free(paths);
 }
 
+/* `then`, with $1 the ids of column 1 of `res`'s rows (uuids) as an array. */
+static ld_status exec_on_ids(ld_db *db, const char *then, PGresult *res) {
+    int rows = PQntuples(res);
+    char *ids = malloc((size_t)rows * 37 + 3);
+    if (!ids) return LD_ERR_NOMEM;
+    size_t len = 0;
+    ids[len++] = '{';
+    for (int i = 0; i < rows; i++) {
+        const char *id = PQgetvalue(res, i, 1);
+        size_t l = strlen(id);
+        if (l > 36) l = 36; /* a uuid's text */
+        if (i) ids[len++] = ',';
+        memcpy(ids + len, id, l);
+        len += l;
+    }
+    ids[len++] = '}';
+    ids[len] = 0;
+    const char *p[] = {ids};
+    PGresult *r2 = NULL;
+    ld_status st = ld_db_exec(db, &r2, then, 1, p);
+    PQclear(r2);
+    free(ids);
+    return st;
+}
+
 /* Runs `sql` (parameters p[0..np)) in a transaction and collects the non-NULL blob paths of
- * column 0 of its RETURNING rows: a list the caller deletes from disk after the commit. */
-static ld_status purge_returning_paths(ld_db *db, const char *sql, int np, const char *const *p, int64_t *rows_out,
-                                       char ***blob_paths_out, size_t *nblobs) {
+ * column 0 of its RETURNING rows: a list the caller deletes from disk after the commit. Then,
+ * when not NULL, `then` in the same transaction with $1 the uuids of column 1: a statement of
+ * its own, so that under READ COMMITTED it sees what was committed while `sql` waited for
+ * its rows' locks. */
+static ld_status purge_returning_paths(ld_db *db, const char *sql, int np, const char *const *p, const char *then,
+                                       int64_t *rows_out, char ***blob_paths_out, size_t *nblobs) {
     *rows_out = 0;
     *blob_paths_out = NULL;
     *nblobs = 0;
@@ -487,6 +515,7 @@ static ld_status purge_returning_paths(ld_db *db, const char *sql, int np, const
     /* One transaction: if the path list cannot be built, nothing is changed (no orphan blob). */
     if ((st = ld_db_begin(db)) != LD_OK) return st;
     st = ld_db_exec(db, &res, sql, np, p);
+    if (st == LD_OK && then && PQntuples(res) > 0) st = exec_on_ids(db, then, res);
     if (st != LD_OK) goto out;
     int rows = PQntuples(res);
     if (rows > 0) {
@@ -527,14 +556,19 @@ ld_status ld_retention_purge(ld_db *db, int days, int64_t limit, int64_t *report
     snprintf(d, sizeof d, "%d", days);
     snprintf(l, sizeof l, "%" PRId64, limit);
     const char *p[] = {d, l};
+    /* Reports analyzed or failed: one queued or under analysis is left until it is (a worker
+     * completing it waited for the DELETE, then found no row to complete, or its occurrences
+     * were left behind). Their occurrences go in a second statement: one in the same, reading
+     * with its snapshot, missed those a worker's completion committed while the DELETE waited
+     * for its lock, and they stayed for ever (audit 2026-12-03). */
     return purge_returning_paths(db,
-                                 "WITH r AS (DELETE FROM reports WHERE id IN ("
+                                 "DELETE FROM reports WHERE id IN ("
                                  "   SELECT id FROM reports WHERE received_at < now() - make_interval(days => $1::int)"
-                                 "   ORDER BY received_at LIMIT $2::bigint)"
-                                 "   RETURNING id, blob_path),"
-                                 " o AS (DELETE FROM occurrences WHERE report_id IN (SELECT id FROM r))"
-                                 " SELECT blob_path FROM r",
-                                 2, p, reports_deleted, blob_paths_out, nblobs);
+                                 "   AND status IN ('done', 'failed') ORDER BY received_at LIMIT $2::bigint"
+                                 "   FOR UPDATE SKIP LOCKED)"
+                                 " RETURNING blob_path, id",
+                                 2, p, "DELETE FROM occurrences WHERE report_id = ANY($1::uuid[])", reports_deleted,
+                                 blob_paths_out, nblobs);
 }
 
 ld_status ld_failed_blobs_purge(ld_db *db, int days, uint64_t max_bytes, char ***blob_paths_out, size_t *nblobs) {
@@ -559,7 +593,7 @@ ld_status ld_failed_blobs_purge(ld_db *db, int days, uint64_t max_bytes, char **
                                  "   FOR UPDATE OF r)"
                                  " UPDATE reports r SET blob_path = NULL FROM old"
                                  " WHERE r.app_id = old.app_id AND r.id = old.id RETURNING old.blob_path",
-                                 2, p, &rows, blob_paths_out, nblobs);
+                                 2, p, NULL, &rows, blob_paths_out, nblobs);
 }
 
 ld_status ld_report_forget_blob(ld_db *db, int64_t app_id, const char *report_id) {

@@ -78,8 +78,9 @@ char *ld_report_traces_json(const ld_traces_item *it, const char *app_slug, cons
  * there is no such report in app `app_id` (or the id is malformed). */
 ld_status ld_report_get(ld_db *db, int64_t app_id, const char *report_id, json_t **out);
 
-/* Deletes up to `limit` of the oldest reports received more than `days` days ago, in one
- * transaction; their occurrences go with them (groups keep their counters). The caller calls
+/* Deletes up to `limit` of the oldest reports received more than `days` days ago and done or
+ * failed (one queued or under analysis waits until it is), in one transaction; their
+ * occurrences go with them (groups keep their counters). The caller calls
  * again while *reports_deleted == limit: a transaction holds back the removal of every row
  * version that dies while it runs, and each batch of traces reports updates the row of each
  * group it hits, so one statement for an hour's worth of reports (millions at a few thousand

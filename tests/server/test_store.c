@@ -1004,10 +1004,13 @@ static void test_retention(void **state) {
     char *json = leak_json(2, 0, 0, "true");
     assert_int_equal(send_traces(c->db, app, 3, "1.0", 1, "device-a", json), 1);
     assert_int_equal(send_traces(c->db, app, 4, "1.0", 1, "device-b", json), 1);
-    char id2[37], id3[37];
+    char id1[37], id2[37], id3[37];
+    uuid_n(id1, 1);
     uuid_n(id2, 2);
     uuid_n(id3, 3);
-    exec1(c, "UPDATE reports SET received_at = now() - interval '110 days' WHERE id = $1::uuid", id2);
+    /* 1 is the oldest but still queued: it waits until it is analyzed or fails */
+    exec1(c, "UPDATE reports SET received_at = now() - interval '120 days' WHERE id = $1::uuid", id1);
+    exec1(c, "UPDATE reports SET received_at = now() - interval '110 days', status = 'failed' WHERE id = $1::uuid", id2);
     exec1(c, "UPDATE reports SET received_at = now() - interval '100 days' WHERE id = $1::uuid", id3);
 
     /* a batch at a time, the oldest first */
@@ -1037,6 +1040,34 @@ static void test_retention(void **state) {
     assert_int_equal(deleted, 0);
     assert_int_equal(nblobs, 0);
     assert_null(paths);
+
+    /* 1 is completed by a worker while the purge runs: the purge passes over the row it has
+     * locked, and deletes it, and the occurrences it added, once it is done. (One statement
+     * deleted the row after the lock and missed those occurrences, which stayed for ever.) */
+    char err[256];
+    ld_db *worker = ld_db_connect(c->url, err, sizeof err);
+    assert_non_null(worker);
+    assert_int_equal(ld_db_begin(worker), LD_OK);
+    const char *p1[] = {id1};
+    PGresult *res = NULL;
+    assert_int_equal(ld_db_exec(worker, &res, "UPDATE reports SET status = 'done' WHERE id = $1::uuid", 1, p1), LD_OK);
+    PQclear(res);
+    assert_int_equal(ld_db_exec(worker, &res,
+                                "INSERT INTO occurrences (report_id, group_id, app_id, leaked_objects, app_version, build, install_id)"
+                                " SELECT $1::uuid, id, app_id, 1, '1.0', 1, '' FROM leak_groups LIMIT 1",
+                                1, p1),
+                     LD_OK);
+    PQclear(res);
+    assert_int_equal(ld_retention_purge(c->db, 90, 1000, &deleted, &paths, &nblobs), LD_OK);
+    assert_int_equal(deleted, 0);
+    assert_int_equal(ld_db_commit(worker), LD_OK);
+    ld_db_close(worker);
+    assert_int_equal(ld_retention_purge(c->db, 90, 1000, &deleted, &paths, &nblobs), LD_OK);
+    assert_int_equal(deleted, 1);
+    ld_blob_paths_free(paths, nblobs);
+    assert_int_equal(scalar(c, "SELECT count(*) FROM occurrences o WHERE NOT EXISTS "
+                               "(SELECT 1 FROM reports r WHERE r.id = o.report_id)", NULL), 0);
+    assert_int_equal(scalar(c, "SELECT count(*) FROM reports", NULL), 1);
     assert_int_equal(ld_retention_purge(c->db, 0, 1000, &deleted, &paths, &nblobs), LD_ERR_INVALID);
     assert_int_equal(ld_retention_purge(c->db, 90, 0, &deleted, &paths, &nblobs), LD_ERR_INVALID);
     free(json);
