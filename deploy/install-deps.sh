@@ -16,8 +16,8 @@ packages=(
   openjdk-17-jdk-headless
   # tests: cmocka units, clang for libFuzzer targets and sanitizers
   libcmocka-dev clang libclang-rt-14-dev
-  # tools the scripts use
-  curl procps util-linux
+  # tools the scripts use (strace: a leakd test holds a process in a system call with it)
+  curl procps util-linux strace
   # leakd's integration tests (tests/server/test_leakd.py): stdlib + YAML + JSON Schema
   python3 python3-yaml python3-jsonschema
   # and its HTTPS test makes a certificate

@@ -20,6 +20,7 @@
 struct ld_db {
     PGconn *conn;
     int broken; /* a ROLLBACK failed or an answer never came: reset before the next use */
+    int in_tx;  /* between ld_db_begin and its COMMIT or ROLLBACK: a new session would not be in it */
     int timeout_ms; /* ld_db_set_timeout; 0 = wait as long as it takes */
     char err[LD_DB_ERR_CAP];
     char sqlstate[6];
@@ -289,10 +290,28 @@ void ld_db_close(ld_db *db)
     free(db);
 }
 
-ld_status ld_db_check(ld_db *db)
+/* One PQreset, and the session settings it loses. LD_OK or LD_ERR_UNAVAILABLE (LD_ERR_NOMEM). */
+static ld_status reconnect(ld_db *db)
 {
     ld_status st;
 
+    db->in_tx = 0; /* whatever transaction there was died with the old session */
+    PQreset(db->conn);
+    forget_statements(db);
+    if (PQstatus(db->conn) != CONNECTION_OK) {
+        set_err(db, PQerrorMessage(db->conn));
+        return LD_ERR_UNAVAILABLE;
+    }
+    db->broken = 0;
+    PQsetnonblocking(db->conn, db->timeout_ms > 0);
+    st = session_setup(db);
+    if (st != LD_OK)
+        return st == LD_ERR_NOMEM ? st : LD_ERR_UNAVAILABLE;
+    return LD_OK;
+}
+
+ld_status ld_db_check(ld_db *db)
+{
     if (!db || !db->conn)
         return LD_ERR_UNAVAILABLE;
     if (!db->broken && PQstatus(db->conn) == CONNECTION_OK) {
@@ -306,18 +325,7 @@ ld_status ld_db_check(ld_db *db)
                 return LD_OK;
         }
     }
-    PQreset(db->conn);
-    forget_statements(db);
-    if (PQstatus(db->conn) != CONNECTION_OK) {
-        set_err(db, PQerrorMessage(db->conn));
-        return LD_ERR_UNAVAILABLE;
-    }
-    db->broken = 0;
-    PQsetnonblocking(db->conn, db->timeout_ms > 0);
-    st = session_setup(db);
-    if (st != LD_OK)
-        return st == LD_ERR_NOMEM ? st : LD_ERR_UNAVAILABLE;
-    return LD_OK;
+    return reconnect(db);
 }
 
 int ld_db_set_timeout(ld_db *db, int timeout_ms)
@@ -449,6 +457,19 @@ ld_status ld_db_exec_params(ld_db *db, PGresult **out, const char *sql, int n, c
      * read as out of memory, for ever. */
     if (db->broken)
         return ld_db_fail(db, LD_ERR_UNAVAILABLE, "the connection must be reset: an earlier answer never came");
+    /* A connection that died (a restarted server), and that a reset during the outage could
+     * not bring back, gets one more reset here: before, the next statement went out on the
+     * dead socket, failed, and only then was the connection reset, so that a worker renewing
+     * its lease every 20 s failed once more after the server was back. Not inside a
+     * transaction of the caller's: a new session would run the rest of it outside it. */
+    if (PQstatus(db->conn) == CONNECTION_BAD) {
+        if (db->in_tx)
+            return ld_db_fail(db, LD_ERR_UNAVAILABLE, "the connection was lost in a transaction: %.300s",
+                              PQerrorMessage(db->conn));
+        ld_status st = reconnect(db);
+        if (st != LD_OK)
+            return st;
+    }
     if (db->n_stmts && PQtransactionStatus(db->conn) == PQTRANS_IDLE &&
         mono_seconds() - db->stmts_since >= LD_DB_REPLAN_SECONDS) {
         ld_status st = sent_result(db, PQsendQuery(db->conn, "DEALLOCATE ALL"), NULL);
@@ -499,7 +520,11 @@ int ld_db_retryable(ld_db *db, ld_status st)
 
 ld_status ld_db_begin(ld_db *db)
 {
-    return ld_db_exec(db, NULL, "BEGIN", 0, NULL);
+    ld_status st = ld_db_exec(db, NULL, "BEGIN", 0, NULL);
+
+    if (st == LD_OK)
+        db->in_tx = 1;
+    return st;
 }
 
 ld_status ld_db_commit(ld_db *db)
@@ -507,6 +532,8 @@ ld_status ld_db_commit(ld_db *db)
     PGresult *res = NULL;
     ld_status st = ld_db_exec(db, &res, "COMMIT", 0, NULL);
 
+    if (db)
+        db->in_tx = 0; /* committed, rolled back, or lost with the session: over in any case */
     /* COMMIT of a failed transaction "succeeds" with the tag ROLLBACK. */
     if (st == LD_OK && strcmp(PQcmdStatus(res), "ROLLBACK") == 0)
         st = ld_db_fail(db, LD_ERR_INTERNAL, "COMMIT rolled back a failed transaction");
@@ -518,6 +545,8 @@ void ld_db_rollback(ld_db *db)
 {
     PGresult *res;
 
+    if (db)
+        db->in_tx = 0;
     if (!db || !db->conn || PQstatus(db->conn) != CONNECTION_OK)
         return;
     if (PQtransactionStatus(db->conn) == PQTRANS_IDLE)

@@ -53,7 +53,8 @@ void ld_db_describe(const ld_db *db, char *out, size_t cap);
  * (the caller PQclear()s it; may be NULL when `out` is NULL). Maps failures: connection
  * loss, admin shutdown, serialization failure, deadlock -> LD_ERR_UNAVAILABLE; unique
  * violation -> LD_ERR_CONFLICT; check violation / invalid text -> LD_ERR_INVALID; the rest ->
- * LD_ERR_INTERNAL. */
+ * LD_ERR_INTERNAL. A connection found dead (a restarted server) is reset once first, unless
+ * a transaction of ld_db_begin's is open on it: then LD_ERR_UNAVAILABLE. */
 ld_status ld_db_exec(ld_db *db, PGresult **out, const char *sql, int n, const char *const *params);
 
 /* ld_db_exec with libpq's `lengths` and `formats` per parameter (formats[i] = 1: params[i] is

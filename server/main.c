@@ -1,7 +1,6 @@
 /* main.c — leakd: `serve` runs the HTTP API and supervises the analysis workers; `migrate`
  * and the app/key commands administer the database. */
 #define _GNU_SOURCE
-#include <dirent.h>
 #include <errno.h>
 #include <pthread.h>
 #include <signal.h>
@@ -23,6 +22,7 @@
 #include "queue.h"
 #include "report_writer.h"
 #include "reports.h"
+#include "scratch.h"
 #include "server.h"
 #include "worker.h"
 
@@ -55,10 +55,14 @@ static void usage(FILE *out, int settings) {
 
 /* ---- serve ------------------------------------------------------------------------------- */
 
+/* An instance's scratch space (scratch.h) that no one touched for this long is gone. */
+#define SCRATCH_GONE_S 3600.0
+
 typedef struct {
-    _Atomic(pid_t) pid; /* read by the stop watch too */
+    _Atomic(pid_t) pid; /* read by the stop watch too; 0: to be started at `started` */
     double started;
     int restarts;
+    int spawn_failures; /* in a row: the next try waits 1 s, doubling to 60 s */
 } worker_slot;
 
 static double mono(void) {
@@ -109,6 +113,7 @@ static void *stop_watch(void *arg) {
     _exit(1);
 }
 
+/* A new worker process: its pid, or -1 with errno set. */
 static pid_t spawn_worker(void) {
     char exe[1024];
     ssize_t l = readlink("/proc/self/exe", exe, sizeof exe - 1);
@@ -124,10 +129,40 @@ static pid_t spawn_worker(void) {
     posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK);
     int rc = posix_spawn(&pid, exe, NULL, &attr, argv, environ);
     posix_spawnattr_destroy(&attr);
+    if (rc != 0) errno = rc; /* posix_spawn returns its error, and leaves errno as it was */
     return rc == 0 ? pid : -1;
 }
 
-static void release_leases(ld_server *s, pid_t pid) {
+/* Starts slot i's worker. One that cannot be started (EAGAIN: RLIMIT_NPROC, memory) is tried
+ * again later, and said each time: once, the slot stayed empty for good, its -1 taken for a
+ * worker, and with one worker no heap report was analyzed again (audit 2026-12-03). */
+static void start_worker(ld_server *s, worker_slot *w, int i, int restart) {
+    pid_t pid = spawn_worker();
+    if (pid > 0) {
+        w->pid = pid;
+        w->started = mono();
+        w->spawn_failures = 0;
+        atomic_fetch_add(&s->metrics.workers_alive, 1);
+        if (restart) atomic_fetch_add(&s->metrics.worker_restarts, 1);
+        return;
+    }
+    int wait_s = w->spawn_failures < 6 ? 1 << w->spawn_failures : 60;
+    w->spawn_failures++;
+    w->pid = 0;
+    w->started = mono() + wait_s;
+    ld_error("cannot start worker %d: %s; trying again in %d s", i, strerror(errno), wait_s);
+}
+
+/* A dead worker's job dir: what it was decompressing (up to LEAKD_MAX_DECOMPRESSED_BYTES),
+ * which no one else removed until leakd started again (audit 2026-12-03). Its analysis child
+ * died with it (PDEATHSIG). */
+static void remove_job_dir(ld_server *s, pid_t pid) {
+    char dir[1200];
+    snprintf(dir, sizeof dir, "%s/job-%d", s->tmp_dir, (int)pid);
+    ld_scratch_remove(dir);
+}
+
+static void release_leases(ld_server *s, pid_t pid, int refund) {
     char owner[200];
     ld_worker_owner(pid, owner, sizeof owner);
     ld_db *db = ld_pool_get(s->pool, 5000);
@@ -136,7 +171,8 @@ static void release_leases(ld_server *s, pid_t pid) {
         return;
     }
     int64_t n = 0;
-    if (ld_jobs_release_owner(db, owner, &n) == LD_OK && n > 0) ld_info("released %lld report(s) held by %s", (long long)n, owner);
+    if (ld_jobs_release_owner(db, owner, refund, &n) == LD_OK && n > 0)
+        ld_info("released %lld report(s) held by %s%s", (long long)n, owner, refund ? ", their attempts given back" : "");
     ld_pool_put(s->pool, db);
 }
 
@@ -211,32 +247,6 @@ static void raise_fd_limit(const ld_config *c) {
                 c->connection_limit, (unsigned long long)need, (unsigned long long)rl.rlim_max);
 }
 
-/* Partial uploads and analysis scratch dirs of a previous run. */
-static void clean_tmp(const char *dir) {
-    DIR *d = opendir(dir);
-    if (!d) return;
-    struct dirent *e;
-    while ((e = readdir(d))) {
-        char p[2400];
-        snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
-        if (strncmp(e->d_name, "job-", 4) == 0) {
-            DIR *j = opendir(p);
-            struct dirent *f;
-            while (j && (f = readdir(j))) {
-                char q[2700];
-                snprintf(q, sizeof q, "%s/%s", p, f->d_name);
-                if (f->d_name[0] != '.') unlink(q);
-            }
-            if (j) closedir(j);
-            rmdir(p);
-        } else if (strncmp(e->d_name, "upload-", 7) == 0 || strncmp(e->d_name, "result-", 7) == 0 ||
-                   strncmp(e->d_name, "leakcore-", 9) == 0) {
-            unlink(p);
-        }
-    }
-    closedir(d);
-}
-
 static int serve(ld_server *s) {
     ld_config *c = &s->cfg;
     /* Signals are taken by this thread with sigtimedwait; every thread inherits the mask, so
@@ -255,15 +265,23 @@ static int serve(ld_server *s) {
     int rc = ld_log_writer_start();
     if (rc != 0) ld_warn("log lines are written by each thread itself: %s", strerror(rc));
     snprintf(s->blob_dir, sizeof s->blob_dir, "%s/blobs", c->data_dir);
-    snprintf(s->tmp_dir, sizeof s->tmp_dir, "%s/tmp", c->data_dir);
-    if ((mkdir(c->data_dir, 0750) && errno != EEXIST) || (mkdir(s->blob_dir, 0750) && errno != EEXIST) ||
-        (mkdir(s->tmp_dir, 0750) && errno != EEXIST)) {
+    if ((mkdir(c->data_dir, 0750) && errno != EEXIST) || (mkdir(s->blob_dir, 0750) && errno != EEXIST)) {
         ld_error("cannot create the data directory %s: %s", c->data_dir, strerror(errno));
         return 1;
     }
-    clean_tmp(s->tmp_dir); /* partial uploads of a previous run */
-    raise_fd_limit(c);
     char err[1024];
+    if (ld_scratch_dir(c->data_dir, c->listen, s->tmp_dir, sizeof s->tmp_dir) != 0) {
+        ld_error("LEAKD_DATA_DIR %s is too long for its scratch directories", c->data_dir);
+        return 1;
+    }
+    /* partial uploads and analyses of a previous run; the spaces of instances long gone */
+    if (ld_scratch_prepare(s->tmp_dir, err, sizeof err) != 0) {
+        ld_error("%s", err);
+        return 1;
+    }
+    int swept = ld_scratch_sweep(c->data_dir, s->tmp_dir, SCRATCH_GONE_S);
+    if (swept) ld_info("removed %d entr%s of tmp/ untouched for an hour (instances gone)", swept, swept > 1 ? "ies" : "y");
+    raise_fd_limit(c);
     ld_db *db = ld_db_connect(c->database_url, err, sizeof err);
     if (!db) {
         ld_error("cannot connect to the database: %s", err);
@@ -302,12 +320,7 @@ static int serve(ld_server *s) {
     setenv("LEAKD_SUPERVISOR_PID", self_pid, 1); /* workers stop if it dies (worker.c) */
     if (ld_metrics_init(&s->metrics) != 0) ld_warn("no shared memory for the workers' metrics: analysis counters are off");
     worker_slot *workers = calloc((size_t)c->workers, sizeof *workers);
-    for (int i = 0; i < c->workers; i++) {
-        workers[i].pid = spawn_worker();
-        workers[i].started = mono();
-        if (workers[i].pid > 0) atomic_fetch_add(&s->metrics.workers_alive, 1);
-        else ld_error("cannot start worker %d: %s", i, strerror(errno));
-    }
+    for (int i = 0; i < c->workers; i++) start_worker(s, &workers[i], i, 0);
     if (ld_http_start(s, err, sizeof err) != 0) {
         ld_error("%s", err);
         for (int i = 0; i < c->workers; i++)
@@ -319,7 +332,7 @@ static int serve(ld_server *s) {
             c->workers, c->data_dir);
     /* The first purge runs at once: mono() counts from boot, so "last purged at 0" would wait
      * for the host's first hour of uptime. */
-    double last_keys = mono(), last_purge = 0;
+    double last_keys = mono(), last_purge = 0, last_touch = mono();
     int purge_more = 0, purged_once = 0;
     int64_t purged = 0;
     stopper stop = {pthread_self(), 0, c->shutdown_timeout_s, workers, c->workers};
@@ -349,7 +362,8 @@ static int serve(ld_server *s) {
                 atomic_fetch_sub(&s->metrics.workers_alive, 1);
                 if (WIFSIGNALED(status)) ld_error("worker %d died of signal %d; restarting it", pid, WTERMSIG(status));
                 else ld_error("worker %d exited with status %d; restarting it", pid, WEXITSTATUS(status));
-                release_leases(s, pid);
+                release_leases(s, pid, 0);
+                remove_job_dir(s, pid);
                 /* A worker that keeps dying is restarted less and less often. */
                 workers[i].restarts = mono() - workers[i].started < 10 ? workers[i].restarts + 1 : 0;
                 workers[i].pid = 0;
@@ -357,14 +371,11 @@ static int serve(ld_server *s) {
             }
         }
         for (int i = 0; i < c->workers; i++)
-            if (workers[i].pid == 0 && mono() >= workers[i].started) {
-                workers[i].pid = spawn_worker();
-                workers[i].started = mono();
-                if (workers[i].pid > 0) {
-                    atomic_fetch_add(&s->metrics.workers_alive, 1);
-                    atomic_fetch_add(&s->metrics.worker_restarts, 1);
-                }
-            }
+            if (workers[i].pid == 0 && mono() >= workers[i].started) start_worker(s, &workers[i], i, 1);
+        if (mono() - last_touch >= 60) {
+            last_touch = mono();
+            ld_scratch_touch(s->tmp_dir);
+        }
         if (mono() - last_keys >= 10) {
             last_keys = mono();
             ld_auth_refresh(s->auth);
@@ -373,6 +384,7 @@ static int serve(ld_server *s) {
             if (!purge_more) last_purge = mono();
             purged_once = 1;
             purge_more = purge_old(s, &purged);
+            if (!purge_more) ld_scratch_sweep(c->data_dir, s->tmp_dir, SCRATCH_GONE_S);
         }
     }
     /* The workers give their reports back while the requests under way finish. */
@@ -396,7 +408,8 @@ static int serve(ld_server *s) {
                     ld_warn("worker %d did not stop in time: killing it", workers[i].pid);
                     kill(workers[i].pid, SIGKILL);
                     waitpid(workers[i].pid, NULL, 0);
-                    release_leases(s, workers[i].pid);
+                    release_leases(s, workers[i].pid, 1); /* stopped, not crashed: no attempt used */
+                    remove_job_dir(s, workers[i].pid);
                     workers[i].pid = 0;
                 }
             break;

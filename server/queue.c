@@ -133,7 +133,11 @@ ld_status ld_job_fail(ld_db *db, const ld_job *job, const char *owner, const cha
     const char *p[] = {error ? error : "", permanent ? "1" : "0", max};
     return leased_update(db, job, owner,
                          "UPDATE reports SET error = $5, lease_owner = NULL, lease_until = NULL,"
-                         " status = CASE WHEN $6::int = 1 OR attempts >= $7::int THEN 'failed' ELSE 'queued' END"
+                         " status = CASE WHEN $6::int = 1 OR attempts >= $7::int THEN 'failed' ELSE 'queued' END,"
+                         /* when it failed: LEAKD_FAILED_BLOB_DAYS counts from then (it counted
+                          * from received_at, and a dump that had waited in the queue longer
+                          * was deleted seconds after failing) */
+                         " analyzed_at = CASE WHEN $6::int = 1 OR attempts >= $7::int THEN now() ELSE analyzed_at END"
                          LEASE_IS_OURS,
                          3, p);
 }
@@ -171,15 +175,16 @@ ld_status ld_job_complete(ld_db *db, const ld_job *job, const char *owner, lw_le
     return st;
 }
 
-ld_status ld_jobs_release_owner(ld_db *db, const char *owner, int64_t *n) {
+ld_status ld_jobs_release_owner(ld_db *db, const char *owner, int refund, int64_t *n) {
     if (!db || !owner) return LD_ERR_INVALID;
     if (n) *n = 0;
     PGresult *res = NULL;
-    const char *p[] = {owner};
+    const char *p[] = {owner, refund ? "1" : "0"};
     ld_status st = ld_db_exec(db, &res,
-                              "UPDATE reports SET status = 'queued', lease_owner = NULL, lease_until = NULL"
+                              "UPDATE reports SET status = 'queued', lease_owner = NULL, lease_until = NULL,"
+                              " attempts = GREATEST(attempts - $2::int, 0)"
                               " WHERE status = 'analyzing' AND lease_owner = $1",
-                              1, p);
+                              2, p);
     if (st == LD_OK && n) *n = strtoll(PQcmdTuples(res), NULL, 10);
     PQclear(res);
     return st;

@@ -66,7 +66,8 @@ ld_status ld_job_fail(ld_db *db, const ld_job *job, const char *owner, const cha
 ld_status ld_job_complete(ld_db *db, const ld_job *job, const char *owner, lw_leak_report *rep);
 
 /* The supervisor's cleanup after a worker died: every report leased by `owner` goes back to
- * 'queued' at once (attempts kept: the crash used one). *n = how many (may be NULL). */
-ld_status ld_jobs_release_owner(ld_db *db, const char *owner, int64_t *n);
+ * 'queued' at once, its attempt kept (a crash used one) or given back when `refund` (the
+ * worker was killed at the shutdown deadline). *n = how many (may be NULL). */
+ld_status ld_jobs_release_owner(ld_db *db, const char *owner, int refund, int64_t *n);
 
 #endif

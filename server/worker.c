@@ -12,11 +12,13 @@
 #include <dirent.h>
 #include <errno.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
@@ -33,6 +35,7 @@
 #include "metrics.h"
 #include "queue.h"
 #include "reports.h"
+#include "scratch.h"
 
 static volatile sig_atomic_t stopping;
 static ld_worker_metrics *metrics; /* shared with the supervisor's /metrics; NULL when absent */
@@ -46,6 +49,12 @@ void ld_worker_owner(int pid, char *out, size_t cap) {
     char host[128] = "localhost";
     gethostname(host, sizeof host - 1);
     snprintf(out, cap, "%s:%d", host, pid);
+}
+
+/* `factor` times LEAKD_DB_TIMEOUT in ms for ld_db_set_timeout (0: none), saturating. */
+static int timeout_ms(int seconds, int factor) {
+    long long ms = (long long)seconds * 1000 * factor;
+    return ms > INT_MAX ? INT_MAX : ms < 0 ? 0 : (int)ms;
 }
 
 static double mono(void) {
@@ -62,6 +71,7 @@ enum {
     CHILD_NO_ROOM = 6,
     CHILD_OVER_BUDGET = 7,
     CHILD_NO_ROOM_UNSTATED = 8, /* past the free disk, and no frame said how far it goes */
+    CHILD_DISK_TOO_SMALL = 9,   /* states more than tmp/'s file system could ever give it */
 };
 /* A dump that needs more free disk than there is waits this long, without using an attempt:
  * a full disk is rarely cleared within the seconds that three attempts in a row took. */
@@ -73,6 +83,19 @@ enum {
  * dumps; qsort's and stdio's buffers), so that the budget, with its clear message, is what
  * stops an analysis that needs too much, and the rlimit only what escapes the count. */
 #define UNCOUNTED_HEADROOM (64ull << 20)
+/* A lease that could not be renewed is tried again this often, on a connection reset first:
+ * waiting lease/3 (20 s) let an outage of ~41 s, or a restart of seconds falling on two
+ * renewals, lose the lease, an attempt and the analysis under way to another worker. */
+#define RENEW_RETRY_S 1.0
+/* The idle worker's reconnect backoff stops here: a failed connect is cheap, and the reports
+ * uploaded meanwhile wait this long after the database is back. */
+#define RECONNECT_MAX_S 10u
+/* Completion stores the whole result and groups it in one transaction: it may take many
+ * times what LEAKD_DB_TIMEOUT allows a renewal or a claim. */
+#define COMPLETE_TIMEOUT_FACTOR 10
+/* In each analysis's scratch dir: the decompressed bytes it was given room for (decimal),
+ * locked (flock LOCK_EX) by the analysis child for as long as it lives. */
+#define RESERVATION "reserved"
 
 /* The decompressed size the zstd frames of `blob` state, summed into *size (saturating): 1 when
  * every frame states its size, -1 when one does not (or cannot be read: the decompressor
@@ -117,10 +140,88 @@ static uint64_t data_in_use(void) {
     return (uint64_t)kb * 1024;
 }
 
-static void child_analyze(const ld_config *cfg, const char *blob, const char *out_path, const char *tmp_dir) {
+static uint64_t add_sat(uint64_t a, uint64_t b) {
+    return a > UINT64_MAX - b ? UINT64_MAX : a + b;
+}
+
+/* The bytes the other analyses in the instance's scratch space `space` have been given room
+ * for and not written yet: their reservations, less what their job dirs already hold (the free
+ * disk counts that). A reservation whose lock can be taken belongs to an analysis that is gone
+ * (killed with its worker; the dir is removed later): it counts for nothing. */
+static uint64_t reserved_in(const char *space, const char *own_dir) {
+    uint64_t pending = 0;
+    DIR *d = opendir(space);
+    if (!d) return 0;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        if (strncmp(e->d_name, "job-", 4) != 0) continue;
+        char dir[1700], path[2000], num[32] = {0};
+        snprintf(dir, sizeof dir, "%s/%s", space, e->d_name);
+        if (strcmp(dir, own_dir) == 0) continue;
+        snprintf(path, sizeof path, "%s/" RESERVATION, dir);
+        int fd = open(path, O_RDONLY | O_CLOEXEC);
+        if (fd < 0) continue;
+        int live = flock(fd, LOCK_SH | LOCK_NB) != 0 && errno == EWOULDBLOCK;
+        ssize_t n = live ? read(fd, num, sizeof num - 1) : 0;
+        close(fd);
+        if (n <= 0) continue;
+        uint64_t reserved = strtoull(num, NULL, 10), written = 0;
+        DIR *jd = opendir(dir);
+        for (struct dirent *f; jd && (f = readdir(jd));) {
+            struct stat sb;
+            snprintf(path, sizeof path, "%s/%s", dir, f->d_name);
+            if (f->d_name[0] != '.' && stat(path, &sb) == 0 && S_ISREG(sb.st_mode))
+                written = add_sat(written, (uint64_t)sb.st_blocks * 512);
+        }
+        if (jd) closedir(jd);
+        if (reserved > written) pending = add_sat(pending, reserved - written);
+    }
+    closedir(d);
+    return pending;
+}
+
+/* The same over every instance's space in `tmp_root` (LEAKD_DATA_DIR/tmp): instances sharing
+ * the data dir share its disk. */
+static uint64_t reserved_by_others(const char *tmp_root, const char *own_dir) {
+    uint64_t pending = 0;
+    DIR *d = opendir(tmp_root);
+    if (!d) return 0;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        if (e->d_name[0] == '.' || strncmp(e->d_name, "job-", 4) == 0 || strncmp(e->d_name, "upload-", 7) == 0) continue;
+        char space[1400];
+        if (snprintf(space, sizeof space, "%s/%s", tmp_root, e->d_name) >= (int)sizeof space) continue;
+        pending = add_sat(pending, reserved_in(space, own_dir));
+    }
+    closedir(d);
+    return pending;
+}
+
+/* Records that the analysis in `tmp_dir` will write `need` bytes, until it closes the
+ * descriptor returned, or dies: the file's lock goes with the process, whatever kills it. -1
+ * when it cannot be recorded (then the others do not see it, as before reservations). */
+static int reserve(const char *tmp_dir, uint64_t need) {
+    char path[1300], num[32];
+    snprintf(path, sizeof path, "%s/" RESERVATION, tmp_dir);
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    if (fd < 0) return -1;
+    int len = snprintf(num, sizeof num, "%llu", (unsigned long long)need);
+    if (flock(fd, LOCK_EX) != 0 || write(fd, num, (size_t)len) != len) {
+        close(fd);
+        unlink(path);
+        return -1;
+    }
+    return fd;
+}
+
+static void child_analyze(const ld_config *cfg, const char *blob, const char *out_path, const char *tmp_dir,
+                          pid_t worker) {
     /* Die with the worker. RLIMIT_DATA counts from what the child already has mapped, so a
      * sanitizer's shadow memory does not eat it; LEAKD_ANALYSIS_MEMORY=0 sets neither limit. */
     prctl(PR_SET_PDEATHSIG, SIGKILL);
+    /* The worker may have died between fork and prctl: then nothing would ever stop this
+     * analysis (up to LEAKD_ANALYSIS_TIMEOUT of CPU and a decompressed dump in tmp/). */
+    if (getppid() != worker) _exit(CHILD_IO);
     struct rlimit core = {0, 0};
     if (cfg->analysis_memory) {
         uint64_t limit = data_in_use() + cfg->analysis_memory + UNCOUNTED_HEADROOM;
@@ -142,15 +243,55 @@ static void child_analyze(const ld_config *cfg, const char *blob, const char *ou
         fclose(out);
         _exit(CHILD_BAD_INPUT);
     }
+    /* Analyses running at once each saw the same free disk, passed, and filled it together,
+     * failing every attempt within a second. So the check and the reservation that follows it
+     * are made under an flock of tmp/ (every instance's analyses: on this host, and on shared
+     * storage as far as flock works there), and the room the other analyses were given and
+     * have not used yet is not free. Without the lock (it failed) the check is as it was, and
+     * ENOSPC below still only defers the report. */
     struct statvfs vfs;
-    uint64_t free_bytes = UINT64_MAX;
-    if (zstd && statvfs(tmp_dir, &vfs) == 0) free_bytes = (uint64_t)vfs.f_bavail * vfs.f_frsize;
-    if (free_bytes < DISK_RESERVE || free_bytes - DISK_RESERVE < need || (zstd < 0 && free_bytes == DISK_RESERVE)) {
-        fprintf(out, "not enough free disk in %s to decompress %llu bytes (%llu free)", tmp_dir, (unsigned long long)need,
-                (unsigned long long)free_bytes);
+    uint64_t free_bytes = UINT64_MAX, promised = 0;
+    char root[1100];
+    snprintf(root, sizeof root, "%s/tmp", cfg->data_dir);
+    int lock = -1;
+    if (zstd) {
+        lock = open(root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (lock >= 0 && flock(lock, LOCK_EX) != 0) {
+            close(lock);
+            lock = -1;
+        }
+    }
+    if (zstd && statvfs(tmp_dir, &vfs) == 0) {
+        free_bytes = (uint64_t)vfs.f_bavail * vfs.f_frsize;
+        /* What the disk could ever free for us: all of it but the blocks kept for root (f_bavail
+         * never counts those either). Past that less the reserve, waiting cannot help. */
+        uint64_t most = (uint64_t)(vfs.f_blocks - (vfs.f_bfree - vfs.f_bavail)) * vfs.f_frsize;
+        if (zstd > 0 && (most < DISK_RESERVE || most - DISK_RESERVE < need)) {
+            fprintf(out, "the dump decompresses to %llu bytes, more than the file system of %s can ever hold for it: "
+                    "%llu bytes in all, less the 256 MB kept free", (unsigned long long)need, root,
+                    (unsigned long long)most);
+            fclose(out);
+            _exit(CHILD_DISK_TOO_SMALL);
+        }
+        if (lock >= 0) promised = reserved_by_others(root, tmp_dir);
+    }
+    uint64_t usable = free_bytes > promised ? free_bytes - promised : 0;
+    if (usable < DISK_RESERVE || usable - DISK_RESERVE < need || (zstd < 0 && usable == DISK_RESERVE)) {
+        if (promised)
+            fprintf(out, "not enough free disk in %s to decompress %llu bytes (%llu free, %llu of it reserved by the "
+                    "analyses under way)", tmp_dir, (unsigned long long)need, (unsigned long long)free_bytes,
+                    (unsigned long long)(free_bytes - usable));
+        else
+            fprintf(out, "not enough free disk in %s to decompress %llu bytes (%llu free)", tmp_dir,
+                    (unsigned long long)need, (unsigned long long)free_bytes);
         fclose(out);
         _exit(CHILD_NO_ROOM);
     }
+    /* A dump without stated sizes reserves nothing (its cap below is what the others left); a
+     * reservation that cannot be written leaves ENOSPC as the backstop. */
+    int reservation = lock >= 0 && zstd > 0 ? reserve(tmp_dir, need) : -1;
+    if (lock >= 0) close(lock);
+    free_bytes = usable;
     /* What no frame states may take the free disk, not more: a bomb without a size used to be
      * written out to the cap, and fill the data dir's disk on the way (uploads then got 503). */
     uint64_t cap = cfg->max_decompressed, room = free_bytes - DISK_RESERVE;
@@ -161,8 +302,26 @@ static void child_analyze(const ld_config *cfg, const char *blob, const char *ou
     lw_error err = {0};
     lw_heap *heap = NULL;
     lw_status st = lw_heap_open(&heap, blob, &ho, &err);
+    /* Decompressed (or failed): nothing more is written to tmp/, and what was is in the free
+     * disk's count now (the mapped file is unlinked, so not in this dir's). */
+    if (reservation >= 0) {
+        char path[1300];
+        snprintf(path, sizeof path, "%s/" RESERVATION, tmp_dir);
+        unlink(path);
+        close(reservation);
+    }
     lw_leak_report *rep = NULL;
     if (st == LW_OK) st = lw_heap_analyze(heap, NULL, &rep, &err);
+    /* The disk filled up under us all the same (an upload, another instance, a reservation
+     * that could not be made): the server's fault, like the check above, not the dump's. An
+     * unstated dump uses an attempt for it, as at its cap, so that a bomb does not come back
+     * for ever. libleakcore's message carries strerror(errno), not the errno itself. */
+    int no_space = st == LW_ERR_IO && (strstr(err.message, strerror(ENOSPC)) || strstr(err.message, strerror(EDQUOT)));
+    if (no_space) {
+        fprintf(out, "the disk of %s filled up while decompressing: %s", tmp_dir, err.message);
+        fclose(out);
+        _exit(zstd < 0 ? CHILD_NO_ROOM_UNSTATED : CHILD_NO_ROOM);
+    }
     if (st == LW_ERR_LIMIT && room_caps && strstr(err.message, "-byte cap")) {
         /* The disk may have been short for a while only (another analysis's temp file): later,
          * using an attempt, so that a bomb does not come back for ever. */
@@ -240,25 +399,27 @@ static void fail_job(ld_db *db, ld_job *job, const char *owner, char *msg, int p
                  job->report_id, ld_strerror(st), ld_db_error(db));
 }
 
-/* Removes `dir` and the files in it (the analysis child's scratch space). */
-static void remove_dir(const char *dir) {
-    DIR *d = opendir(dir);
-    if (d) {
-        struct dirent *e;
-        while ((e = readdir(d))) {
-            if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0) continue;
-            char p[2400];
-            snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
-            unlink(p);
-        }
-        closedir(d);
-    }
-    rmdir(dir);
+/* LD_OK when the report is 'done' by `job`'s own claim: no other claim since (each adds an
+ * attempt, and only this one's could be given back) and no lease left. LD_ERR_NOT_FOUND when
+ * not, or another status when it cannot be told. */
+static ld_status done_by(ld_db *db, const ld_job *job) {
+    char app[32], attempts[16];
+    snprintf(app, sizeof app, "%" PRId64, job->app_id);
+    snprintf(attempts, sizeof attempts, "%d", job->attempts);
+    const char *p[] = {app, job->report_id, attempts};
+    PGresult *res = NULL;
+    ld_status st = ld_db_exec(db, &res,
+                              "SELECT 1 FROM reports WHERE app_id = $1 AND id = $2::uuid AND status = 'done'"
+                              " AND attempts = $3::int AND lease_owner IS NULL",
+                              3, p);
+    if (st == LD_OK && PQntuples(res) != 1) st = LD_ERR_NOT_FOUND;
+    PQclear(res);
+    return st;
 }
 
 /* Runs one job; the report's fate is written to the database here. */
 static void run_job(const ld_config *cfg, ld_db *db, const char *owner, ld_job *job) {
-    char blob[2400], out_path[1200], tmp_dir[1100];
+    char blob[2400], out_path[1300], tmp_dir[1200], space[1100];
     /* Attempts also grow when a lease expires or a dead worker's lease is freed: a report that
      * keeps killing its worker must end too. */
     if (job->attempts > cfg->max_attempts) {
@@ -270,8 +431,11 @@ static void run_job(const ld_config *cfg, ld_db *db, const char *owner, ld_job *
     snprintf(blob, sizeof blob, "%s/%s", cfg->data_dir, job->blob_path);
     /* The child works in a directory of its own, removed whatever becomes of the child: a
      * killed analysis leaves no partly decompressed dump behind. */
-    snprintf(tmp_dir, sizeof tmp_dir, "%s/tmp/job-%d", cfg->data_dir, (int)getpid());
-    remove_dir(tmp_dir);
+    /* in the instance's scratch space (scratch.h), which the supervisor made at start */
+    if (ld_scratch_dir(cfg->data_dir, cfg->listen, space, sizeof space) != 0) space[0] = 0;
+    snprintf(tmp_dir, sizeof tmp_dir, "%s/job-%d", space, (int)getpid());
+    ld_scratch_remove(tmp_dir);
+    mkdir(space, 0750); /* should another instance's sweep ever have taken it */
     if (mkdir(tmp_dir, 0700) != 0) {
         ld_error("report %s: cannot create %s: %s; giving it back", job->report_id, tmp_dir, strerror(errno));
         ld_job_release(db, job, owner, 1);
@@ -283,20 +447,23 @@ static void run_job(const ld_config *cfg, ld_db *db, const char *owner, ld_job *
     if (fd < 0) {
         ld_error("report %s: cannot create a result file in %s: %s; giving it back", job->report_id, tmp_dir, strerror(errno));
         ld_job_release(db, job, owner, 1);
-        remove_dir(tmp_dir);
+        ld_scratch_remove(tmp_dir);
         sleep(5);
         return;
     }
     close(fd);
     ld_info("report %s of %s: analyzing %s (%lld bytes, attempt %d)", job->report_id, job->app_slug, job->blob_path,
             (long long)job->blob_bytes, job->attempts);
-    double t0 = mono(), last_renew = t0;
+    /* `renewed`: when the lease was last renewed (or claimed), so when it runs out. */
+    double t0 = mono(), renewed = t0, next_renew = t0 + cfg->lease_seconds / 3.0;
+    int renew_failing = 0;
+    pid_t self = getpid();
     pid_t pid = fork();
-    if (pid == 0) child_analyze(cfg, blob, out_path, tmp_dir);
+    if (pid == 0) child_analyze(cfg, blob, out_path, tmp_dir, self);
     if (pid < 0) {
         ld_error("report %s: fork failed: %s; giving it back", job->report_id, strerror(errno));
         ld_job_release(db, job, owner, 1);
-        remove_dir(tmp_dir);
+        ld_scratch_remove(tmp_dir);
         sleep(1);
         return;
     }
@@ -311,16 +478,29 @@ static void run_job(const ld_config *cfg, ld_db *db, const char *owner, ld_job *
         } else if (now - t0 > cfg->analysis_timeout_s && !timed_out) {
             timed_out = 1;
             kill(pid, SIGKILL);
-        } else if (now - last_renew >= cfg->lease_seconds / 3.0) {
-            last_renew = now;
-            ld_status st = ld_job_renew(db, job, owner, cfg->lease_seconds);
-            if (st == LD_ERR_NOT_FOUND) {
+        } else if (now >= next_renew) {
+            /* After a failure, on a connection reset first: the last one may have gone out on
+             * the socket of a server that has restarted since. */
+            ld_status st = renew_failing ? ld_db_check(db) : LD_OK;
+            if (st == LD_OK) st = ld_job_renew(db, job, owner, cfg->lease_seconds);
+            if (st == LD_OK) {
+                if (renew_failing)
+                    ld_info("report %s: lease renewed again, %.1f s after the last renewal", job->report_id, now - renewed);
+                renew_failing = 0;
+                renewed = now;
+                next_renew = now + cfg->lease_seconds / 3.0;
+            } else if (st == LD_ERR_NOT_FOUND) {
                 ld_warn("report %s: lost its lease; abandoning the analysis", job->report_id);
                 lost = 1;
                 kill(pid, SIGKILL);
-            } else if (st != LD_OK) {
-                ld_warn("report %s: cannot renew the lease (%s)", job->report_id, ld_strerror(st));
-                ld_db_check(db);
+            } else {
+                /* Once per outage in the log; tried again every RENEW_RETRY_S until it works or
+                 * the lease is gone. */
+                if (!renew_failing)
+                    ld_warn("report %s: cannot renew the lease (%s: %s); trying again every %.0f s", job->report_id,
+                            ld_strerror(st), ld_db_error(db), RENEW_RETRY_S);
+                renew_failing = 1;
+                next_renew = mono() + RENEW_RETRY_S;
             }
         }
         struct timespec nap = {0, 50 * 1000 * 1000};
@@ -329,7 +509,7 @@ static void run_job(const ld_config *cfg, ld_db *db, const char *owner, ld_job *
     double secs = mono() - t0;
     size_t len = 0;
     char *text = read_all(out_path, &len);
-    remove_dir(tmp_dir);
+    ld_scratch_remove(tmp_dir);
     if (WIFEXITED(status) && WEXITSTATUS(status) != CHILD_OK) unroot(text, cfg->data_dir);
     char msg[700];
     if (lost) {
@@ -355,6 +535,11 @@ static void run_job(const ld_config *cfg, ld_db *db, const char *owner, ld_job *
         /* The dump needs more than the budget, and will again: another attempt cannot help. */
         snprintf(msg, sizeof msg, "analysis failed (over its memory budget, LEAKD_ANALYSIS_MEMORY = %llu bytes): %.500s",
                  (unsigned long long)cfg->analysis_memory, text && *text ? text : "?");
+        ld_warn("report %s: %s", job->report_id, msg);
+        fail_job(db, job, owner, msg, 1, cfg->max_attempts);
+    } else if (WEXITSTATUS(status) == CHILD_DISK_TOO_SMALL) {
+        /* Deferred every 300 s it stayed 'queued' for ever (until retention deleted it). */
+        snprintf(msg, sizeof msg, "analysis failed (the disk is too small): %.560s", text && *text ? text : "?");
         ld_warn("report %s: %s", job->report_id, msg);
         fail_job(db, job, owner, msg, 1, cfg->max_attempts);
     } else if (WEXITSTATUS(status) == CHILD_NO_ROOM) {
@@ -401,7 +586,9 @@ static void run_job(const ld_config *cfg, ld_db *db, const char *owner, ld_job *
             ld_error("report %s: %s", job->report_id, msg);
             fail_job(db, job, owner, msg, 0, cfg->max_attempts);
         } else {
+            int was = ld_db_set_timeout(db, timeout_ms(cfg->db_timeout_s, COMPLETE_TIMEOUT_FACTOR));
             ld_status st = ld_job_complete(db, job, owner, rep);
+            int unanswered = st == LD_ERR_UNAVAILABLE;
             /* The database went away with the result in hand: store it once it is back, while
              * the lease may still be ours. Completion checks the lease's owner, so a report
              * another worker took over meanwhile is not counted twice. Dropping the result
@@ -410,10 +597,17 @@ static void run_job(const ld_config *cfg, ld_db *db, const char *owner, ld_job *
             if (st == LD_ERR_UNAVAILABLE)
                 ld_warn("report %s: the database is unavailable; its result will be stored when it is back",
                         job->report_id);
-            double until = last_renew + cfg->lease_seconds;
+            double until = renewed + cfg->lease_seconds;
             while (st == LD_ERR_UNAVAILABLE && !stopping && mono() < until) {
                 sleep(1);
                 if (ld_db_check(db) == LD_OK) st = ld_job_complete(db, job, owner, rep);
+            }
+            ld_db_set_timeout(db, was);
+            /* The lease is gone after a completion whose answer never came: that COMMIT may have
+             * been done all the same, and then the report is done by this very attempt. */
+            if (st == LD_ERR_NOT_FOUND && unanswered && done_by(db, job) == LD_OK) {
+                ld_info("report %s: its result was stored after all (the answer to its COMMIT was lost)", job->report_id);
+                st = LD_OK;
             }
             if (st == LD_OK) {
                 ld_info("report %s of %s: %zu leak group(s) in %.2f s", job->report_id, job->app_slug, rep->leak_count, secs);
@@ -468,9 +662,13 @@ int ld_worker_main(const ld_config *cfg) {
                 ld_db_close(db);
                 db = NULL;
                 sleep(backoff);
-                backoff = backoff < 30 ? backoff * 2 : 30;
+                backoff = backoff * 2 > RECONNECT_MAX_S ? RECONNECT_MAX_S : backoff * 2;
                 continue;
             }
+            /* Without a limit, a PostgreSQL that hangs with its connection open (stopped, a stuck
+             * disk) held the worker in a renewal for as long as it hung, and the analysis's
+             * wall-clock limit and SIGTERM waited with it. Completion gets longer (see there). */
+            ld_db_set_timeout(db, timeout_ms(cfg->db_timeout_s, 1));
             backoff = 1;
             ld_info("worker %s ready", owner);
         }

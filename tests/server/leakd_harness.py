@@ -334,6 +334,7 @@ class Leakd:
             self.env["LEAKD_" + k.upper()] = str(v)
         self.proc = None
         self.workers = workers
+        self.bin = LEAKD_BIN  # a test may start a copy of it
 
     def start(self, wait=True, nofile=None):
         """nofile: (soft, hard) RLIMIT_NOFILE to start leakd with."""
@@ -347,7 +348,7 @@ class Leakd:
         logged = os.path.getsize(self.log_path) if os.path.exists(self.log_path) else 0
         self._log = open(self.log_path, "ab")
         pre = (lambda: resource.setrlimit(resource.RLIMIT_NOFILE, nofile)) if nofile else None
-        self.proc = subprocess.Popen([LEAKD_BIN, "serve"], env=self.env, stdout=self._log, stderr=subprocess.STDOUT,
+        self.proc = subprocess.Popen([self.bin, "serve"], env=self.env, stdout=self._log, stderr=subprocess.STDOUT,
                                      start_new_session=True, preexec_fn=pre)
         if wait:
             deadline = time.time() + 15
@@ -460,8 +461,19 @@ class Leakd:
             shutil.rmtree(self.tmp, ignore_errors=True)
 
     def tmp_files(self):
+        """What data/tmp holds: the entries of each instance's scratch dir (tmp/<host>-<listen>/,
+        server/scratch.h), and anything else there."""
         d = os.path.join(self.data_dir, "tmp")
-        return sorted(os.listdir(d)) if os.path.isdir(d) else []
+        out = []
+        for e in (os.listdir(d) if os.path.isdir(d) else []):
+            p = os.path.join(d, e)
+            out += os.listdir(p) if os.path.isdir(p) and not e.startswith("job-") else [e]
+        return sorted(out)
+
+    def scratch_dir(self):
+        """This leakd's own scratch dir (server/scratch.c's name for it)."""
+        name = re.sub(r"[^A-Za-z0-9.-]", "_", "%s-%s" % (socket.gethostname(), self.env["LEAKD_LISTEN"]))
+        return os.path.join(self.data_dir, "tmp", name)
 
     def blob_path(self, app, report_id):
         return os.path.join(self.data_dir, "blobs", app, report_id + ".hprof.zst")

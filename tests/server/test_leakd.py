@@ -2855,18 +2855,23 @@ class T05d_KeepBlobsAndFullDisk(ServerCase):
         self.assertNotIn("report %s: cannot store the result" % meta["report_id"], log)
 
     def test_not_enough_disk_waits_without_using_an_attempt(self):
-        # 2^50 bytes fit under this server's cap but on no disk here: the report goes back to
-        # the queue with the reason, its attempt given back, not to be claimed for 300 s.
+        # More than the disk has free, less than all of it: the report goes back to the queue
+        # with the reason, its attempt given back, not to be claimed for 300 s.
+        v = os.statvfs(self.server.data_dir)
+        free, most = v.f_bavail * v.f_frsize, (v.f_blocks - (v.f_bfree - v.f_bavail)) * v.f_frsize
+        if most - free < 2 << 30:
+            self.skipTest("the data dir's disk is almost empty (%d of %d bytes free)" % (free, most))
+        size = (free + most) // 2
         app = self.new_app()
         meta = H.make_meta(app.slug)
-        r = self.http.upload_file(app.ingest, meta, INPUTS.claims_size(1 << 50))
+        r = self.http.upload_file(app.ingest, meta, INPUTS.claims_size(size))
         self.assertEqual(r.status, 202, r)
         row = H.wait_for(lambda: (lambda r: r if r and r[2] else None)(
             self.report_row(meta["report_id"], "status, attempts, error, lease_owner,"
                             " round(extract(epoch FROM lease_until - now()))")), 60, what="the report deferred")
         self.assertEqual(row[:2], ["queued", "0"], row)
         self.assertRegex(row[2], r"^not enough free disk in .* to decompress %d bytes \(\d+ free\); trying again in 300 s$"
-                         % (1 << 50))
+                         % size)
         self.assertIsNone(row[3])
         self.assertGreater(int(row[4]), 280)
         time.sleep(2)  # the worker polls; it must not take the report again meanwhile
@@ -2875,6 +2880,20 @@ class T05d_KeepBlobsAndFullDisk(ServerCase):
         self.assertEqual((g.status, g.json["status"]), (200, "queued"), g)
         self.assertEqual(self.server.log().count("report %s of %s: analyzing" % (meta["report_id"], app.slug)), 1)
 
+    def test_dump_larger_than_the_whole_disk_fails_at_once(self):
+        # 2^50 bytes fit under this server's cap but on no disk here, however much is freed:
+        # failed for good at its first attempt, saying why. It used to be deferred every 300 s
+        # for ever, 'queued' with 0 attempts, until retention deleted it.
+        app = self.new_app()
+        meta = H.make_meta(app.slug)
+        self.assertEqual(self.http.upload_file(app.ingest, meta, INPUTS.claims_size(1 << 50)).status, 202)
+        row = H.wait_for(lambda: (lambda r: r if r and (r[0] == "failed" or r[2]) else None)(
+            self.report_row(meta["report_id"])), 30, what="the report failed or deferred")
+        self.assertEqual(row[:2], ["failed", "1"], row)
+        self.assertRegex(row[2], r"^analysis failed \(the disk is too small\): the dump decompresses to %d bytes, more "
+                         r"than the file system of tmp can ever hold for it: \d+ bytes in all, less the 256 MB kept "
+                         r"free$" % (1 << 50))
+        self.assertIsNone(row[3])
 
     def test_bomb_without_a_stated_size_stops_at_the_free_disk(self):
         # A valid dump of 600 MB of zeros whose zstd frame states no size, on a data dir of
@@ -2882,7 +2901,7 @@ class T05d_KeepBlobsAndFullDisk(ServerCase):
         # an attempt (the disk may have been short for a while only), and failed at the last.
         # Before, it was written out until the disk was full (uploads got 503), and failed "No
         # space left on device" after three attempts in a row. The same dump in two frames that
-        # state their sizes (as pzstd writes) waits for room without using an attempt.
+        # state their sizes (as pzstd writes) is known never to fit: failed at once.
         mnt = tempfile.mkdtemp(prefix="leakd-small-disk.")
         self.addCleanup(os.rmdir, mnt)
         m = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=512m", "tmpfs", mnt], capture_output=True, text=True)
@@ -2912,7 +2931,7 @@ class T05d_KeepBlobsAndFullDisk(ServerCase):
         self.assertEqual(r.status, 202, r)
         st, attempts, err, owner, wait = settled(meta["report_id"])
         self.assertEqual((st, attempts, owner), ("queued", "1", None), err)
-        m = re.match(r"^the dump decompresses to more than the (\d+) bytes of free disk in tmp/job-\d+ \(less 256 MB\), "
+        m = re.match(r"^the dump decompresses to more than the (\d+) bytes of free disk in tmp/[^/ ]+/job-\d+ \(less 256 MB\), "
                      r"and a zstd frame of it did not state its size \(.*\); trying again in 300 s$", err)
         self.assertIsNotNone(m, err)
         room = int(m.group(1))
@@ -2925,19 +2944,60 @@ class T05d_KeepBlobsAndFullDisk(ServerCase):
         st, attempts, err2, owner, _ = settled(meta["report_id"], deferred=False)
         self.assertEqual((st, attempts, owner), ("failed", "3", None), err2)
         self.assertRegex(err2, r"^the heap dump cannot be analyzed: the dump decompresses to more than the \d+ bytes of "
-                         r"free disk in tmp/job-\d+ \(less 256 MB\), and a zstd frame of it did not state its size "
+                         r"free disk in tmp/[^/ ]+/job-\d+ \(less 256 MB\), and a zstd frame of it did not state its size "
                          r"\(our SDK and leakscan strip state it, the zstd tool reading a pipe does not\)$")
-        # in two frames that state their sizes: it waits for room, without using an attempt
+        # in two frames that state their sizes, more than the whole disk less 256 MB: failed at once
         meta2 = H.make_meta(app.slug)
         self.assertEqual(http.upload_file(app.ingest, meta2, INPUTS.valid_bomb(frames=2)).status, 202)
         st, attempts, err3, owner, wait = settled(meta2["report_id"])
-        self.assertEqual((st, attempts, owner), ("queued", "0", None), err3)
-        self.assertRegex(err3, r"^not enough free disk in tmp/job-\d+ to decompress %d bytes \(\d+ free\); trying again "
-                         r"in 300 s$" % ((600 << 20) + 54))  # the frames' sizes: a 54-byte head and the zeros
+        self.assertEqual((st, attempts, owner), ("failed", "1", None), err3)
+        self.assertRegex(err3, r"^analysis failed \(the disk is too small\): the dump decompresses to %d bytes, more than "
+                         r"the file system of tmp can ever hold for it: %d bytes in all, less the 256 MB kept free$"
+                         % ((600 << 20) + 54, 512 << 20))  # the frames' sizes: a 54-byte head and the zeros
         # the disk kept its room: a dump is taken and analyzed there
         meta3 = H.make_meta(app.slug)
         self.assertEqual(http.upload_file(app.ingest, meta3, INPUTS.stripped("listener_list")).status, 202)
         self.assertEqual(settled(meta3["report_id"])[0], "done")
+
+    def test_analyses_at_once_share_the_free_disk(self):
+        # Two workers take two dumps that each state 600 MB, on a data dir of 1000 MB: each fits
+        # alone (600 <= 1000 - 256), not both. One is analyzed; the other waits for room
+        # without using an attempt, as a dump short of disk does. Before, both passed the check,
+        # filled the disk together and failed "No space left on device", three attempts each
+        # within a second.
+        mnt = tempfile.mkdtemp(prefix="leakd-shared-disk.")
+        self.addCleanup(os.rmdir, mnt)
+        m = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1000m", "tmpfs", mnt], capture_output=True, text=True)
+        if m.returncode != 0:
+            self.skipTest("a 1000 MB tmpfs cannot be mounted here (%s): skipped" % (m.stderr.strip() or m.returncode))
+        self.addCleanup(subprocess.run, ["umount", mnt], check=True)
+        db = H.migrated_database()
+        self.addCleanup(H.drop_database, db)
+        app = H.create_app(db, "shared-disk")
+        srv = H.Leakd(db, workers=2, data_dir=os.path.join(mnt, "data"), max_decompressed_bytes=1 << 40)
+        self.addCleanup(srv.cleanup)
+        srv.start()
+        http = H.Client(srv.port, API)
+        ids = []
+        for _ in range(2):
+            meta = H.make_meta(app.slug)
+            self.assertEqual(http.upload_file(app.ingest, meta, INPUTS.valid_bomb(frames=2)).status, 202)
+            ids.append(meta["report_id"])
+        q = "SELECT status, attempts, error FROM reports WHERE id = '%s'"
+        settled = H.wait_for(lambda: (lambda rs: rs if all(r[0] in ("done", "failed") or r[0] == "queued" and r[2]
+                                                         for r in rs) else None)([rows(db, q % i)[0] for i in ids]),
+                             90, interval=0.1, what="both reports settled\n" + srv.log()[-3000:])
+        for r in settled:  # done at the first attempt, or waiting for room with no attempt used
+            self.assertIn((r[0], r[1]), (("done", "1"), ("queued", "0")), (settled, srv.log()[-3000:]))
+        for r in settled:
+            if r[0] == "queued":
+                self.assertRegex(r[2], r"^not enough free disk in tmp/[^/ ]+/job-\d+ to decompress %d bytes \(\d+ free, \d+ of it "
+                                 r"reserved by the analyses under way\); trying again in 300 s$" % ((600 << 20) + 54))
+        rows(db, "UPDATE reports SET lease_until = now() WHERE status = 'queued'")  # its 300 s are over
+        for i in ids:
+            H.wait_for(lambda: rows(db, q % i)[0][0] in ("done", "failed"), 90, interval=0.2, what="report %s" % i)
+            self.assertEqual(rows(db, q % i)[0][:2], ["done", "1"], srv.log()[-3000:])
+        H.wait_for(lambda: not srv.tmp_files(), 5, what="no file left in data/tmp: %s" % srv.tmp_files())
 
     def test_retention_purges_at_start(self):
         # A report past LEAKD_RETENTION_DAYS is deleted by a leakd that starts, not an hour later
@@ -3091,12 +3151,17 @@ class T07_WorkerLifecycle(ServerCase):
         app = self.new_app()
         rid, worker, child, attempts = self.claim_and_freeze(app)
         self.assertEqual(attempts, 1)
+        job_dir = os.path.join(self.server.scratch_dir(), "job-%d" % worker)
+        self.assertTrue(os.path.isdir(job_dir))
         os.kill(worker, signal.SIGKILL)
         _kill_quietly(child)  # the orphaned analysis
-        # the supervisor releases the lease at once and starts a new worker
+        # the supervisor releases the lease at once and starts a new worker, and removes the
+        # dead one's job dir (it stayed, with the part of the dump decompressed, until leakd
+        # started again: audit 2026-12-03)
         H.wait_for(lambda: (lambda r: r if r[0] != "analyzing" or r[3] != "%s" % worker else None)(self.report_row(rid))
                    and len(self.server.worker_pids()) == 2 and worker not in self.server.worker_pids(), 10,
                    what="the lease released and the worker restarted")
+        H.wait_for(lambda: not os.path.exists(job_dir), 5, what="the dead worker's job dir removed")
         st, attempts2, err, owner = self.wait_report(rid, timeout=60)
         self.assertEqual(st, "done", err)
         self.assertEqual(attempts2, "2")
@@ -3178,6 +3243,43 @@ class T07_WorkerLifecycle(ServerCase):
         self.server = srv2  # for wait_report's log
         st, attempts2, err, _ = self.wait_report(rid, timeout=60)
         self.assertEqual((st, attempts2), ("done", "1"), err)
+
+    def test_analysis_child_of_a_worker_dead_before_prctl_gives_up(self):
+        # The worker dies between fork and the child's PR_SET_PDEATHSIG (strace holds the
+        # child's prctl for 3 s meanwhile): the child must not go on analyzing unsupervised (up
+        # to LEAKD_ANALYSIS_TIMEOUT of CPU and a decompressed dump in tmp/). It did.
+        if not shutil.which("strace"):
+            self.skipTest("no strace")
+        db = H.migrated_database()  # its own: no worker of the class's leakd may claim the report
+        self.addCleanup(H.drop_database, db)
+        app = H.create_app(db, "pdeathsig")
+        srv = H.Leakd(db, workers=1, keep_blobs=1)  # the dump stays for the orphan once the next worker is done
+        self.addCleanup(srv.cleanup)
+        srv.start()
+        worker = srv.worker_pids()[0]
+        tracer = subprocess.Popen(["strace", "-f", "-qq", "-o", "/dev/null", "-p", str(worker), "-e", "trace=prctl",
+                                   "-e", "inject=prctl:delay_enter=3000000"], stderr=subprocess.DEVNULL)
+        self.addCleanup(lambda: (_quietly(tracer.kill), tracer.wait()))
+        H.wait_for(lambda: _tracer_of(worker), 5, interval=0.02, what="strace attached")
+        meta = H.make_meta(app.slug)
+        self.assertEqual(H.Client(srv.port, API).upload_file(app.ingest, meta, INPUTS.slow_heap()).status, 202)
+        child = H.wait_for(lambda: analysis_child(worker), 30, interval=0.005, what="the analysis child")
+        os.kill(worker, signal.SIGKILL)  # while the child waits in its prctl
+        self.addCleanup(lambda: _kill_quietly(child))
+        scratch = os.path.join(srv.scratch_dir(), "job-%d" % worker)
+        written = set()
+
+        def gone():
+            if os.path.isdir(scratch):
+                written.update(f for f in os.listdir(scratch) if f.startswith("leakcore-"))
+            return not _alive(child)
+        H.wait_for(gone, 10, interval=0.02, what="the orphaned analysis child to give up")
+        self.assertEqual(written, set(), "the orphaned child decompressed the dump")
+
+
+def _tracer_of(pid):
+    with open("/proc/%d/status" % pid) as f:
+        return int(next(l for l in f if l.startswith("TracerPid:")).split()[1])
 
 
 def _quietly(fn):
@@ -3279,6 +3381,67 @@ class T07b_Tls(ServerCase):
 
 
 # =============================================================================================
+class T07c_Supervisor(ServerCase):
+    """The supervisor's own care: a worker it cannot start, and the scratch space of tmp/."""
+    workers = 1
+
+    def test_a_worker_that_cannot_be_started_is_tried_again(self):
+        # One failed restart (here: the binary cannot be run for a while; in life EAGAIN at
+        # RLIMIT_NPROC) left the slot empty for good, and with one worker no heap report was
+        # analyzed again (audit 2026-12-03).
+        d = tempfile.mkdtemp(prefix="leakd-bin.")
+        self.addCleanup(shutil.rmtree, d, True)
+        exe = os.path.join(d, "leakd")
+        shutil.copy2(H.LEAKD_BIN, exe)
+        srv = H.Leakd(self.db, workers=1, migrations_dir=os.path.join(H.REPO, "migrations"))
+        srv.bin = exe
+        self.addCleanup(srv.cleanup)
+        srv.start()
+        H.wait_for(lambda: len(srv.worker_pids()) == 1, 10, what="the worker")
+        worker = srv.worker_pids()[0]
+        os.chmod(exe, 0o644)  # root runs no file without an x bit
+        os.kill(worker, signal.SIGKILL)
+        H.wait_for(lambda: srv.log().count("cannot start worker 0: Permission denied; trying again in ") >= 2, 10,
+                   what="two failed starts, each logged")
+        self.assertIn("trying again in 1 s", srv.log())
+        self.assertEqual(srv.worker_pids(), [])
+        os.chmod(exe, 0o755)
+        H.wait_for(lambda: len(srv.worker_pids()) == 1, 10, what="the worker started again")
+        H.wait_for(lambda: srv.metrics()["leakd_workers_alive"] == 1, 5, what="leakd_workers_alive 1")
+
+    def test_each_instance_cleans_only_its_own_scratch_space(self):
+        # Instances may share LEAKD_DATA_DIR. A starting one emptied all of tmp/, the uploads
+        # and analyses under way on the others included (audit 2026-12-03). Now it empties its
+        # own space, and removes only what no instance touched for an hour.
+        srv = H.Leakd(self.db, workers=1, keep_blobs=1)
+        self.addCleanup(srv.cleanup)
+        tmp = os.path.join(srv.data_dir, "tmp")
+        old = time.time() - 2 * 3600
+        made = {}
+        for name, files, age in ((os.path.basename(srv.scratch_dir()), ["upload-left-by-a-crash"], None),
+                                 ("otherhost-127.0.0.1_9", ["upload-under-way"], None),
+                                 ("gonehost-127.0.0.1_9", ["upload-of-long-ago"], old)):
+            os.makedirs(os.path.join(tmp, name))
+            for f in files:
+                open(os.path.join(tmp, name, f), "wb").close()
+            if age:
+                os.utime(os.path.join(tmp, name), (age, age))
+            made[name] = files
+        open(os.path.join(tmp, "upload-of-an-older-leakd"), "wb").close()
+        os.utime(os.path.join(tmp, "upload-of-an-older-leakd"), (old, old))
+        srv.start()
+        self.assertEqual(sorted(os.listdir(tmp)), sorted([os.path.basename(srv.scratch_dir()), "otherhost-127.0.0.1_9"]))
+        self.assertEqual(os.listdir(srv.scratch_dir()), [])
+        self.assertEqual(os.listdir(os.path.join(tmp, "otherhost-127.0.0.1_9")), ["upload-under-way"])
+        self.assertIn("removed 2 entries of tmp/ untouched for an hour", srv.log())
+        # its uploads are written there
+        app = self.new_app()
+        meta = H.make_meta(app.slug)
+        r = H.Client(srv.port, API).upload_file(app.ingest, meta, INPUTS.stripped("static_field"))
+        self.assertEqual(r.status, 202, r)
+        self.assertTrue(os.path.isfile(srv.blob_path(app.slug, meta["report_id"])))
+
+
 class T08_DatabaseDown(unittest.TestCase):
     """PostgreSQL stops under a running leakd: 503 + Retry-After (never 401 for a known key),
     /readyz 503, /healthz 200; it starts again: everything recovers without restarting leakd."""
@@ -3637,6 +3800,180 @@ class T08_DatabaseDown(unittest.TestCase):
         self.assertIsNone(srv.proc.poll())
         self.assertEqual(srv.metrics()["leakd_workers_alive"], 2)
         print("    all done %.1f s after the start" % (time.time() - t_begin), file=sys.stderr)
+
+    def test_lease_is_renewed_as_soon_as_the_database_is_back(self):
+        """PostgreSQL is down for 11.5 s, shorter than the lease (15 s), over two renewals
+        (every 5 s): the lease is renewed within seconds of the database's return, so the
+        other worker does not take the report over, and the analysis under way is stored at
+        its first attempt. A failed renewal used to be tried again only a third of the lease
+        later, on the dead connection, so the lease lapsed (an attempt used and the analysis
+        thrown away) after outages of 2/3 of it, or after a short one falling on two renewals."""
+        cluster, db, app, srv, http_ = self.own_cluster_and_leakd("renew", workers=2, lease_seconds=15)
+        meta = H.make_meta("renew")
+        rid = meta["report_id"]
+        self.assertEqual(http_.upload_file(app.ingest, meta, INPUTS.slow_heap()).status, 202)
+        row = lambda: H.psql(db, "SELECT status, attempts, lease_owner, extract(epoch FROM lease_until)"
+                                 " FROM reports WHERE id = '%s'" % rid)[0]
+        first = H.wait_for(lambda: (lambda r: r if r[0] == "analyzing" and r[2] else None)(row()), 30, interval=0.02,
+                           what="a worker to claim the report")
+        worker = int(first[2].rsplit(":", 1)[1])
+        child = H.wait_for(lambda: analysis_child(worker), 5, interval=0.01, what="the analysis child")
+        os.kill(child, signal.SIGSTOP)  # the analysis stays under way
+        self.addCleanup(lambda: _kill_quietly(child))
+        H.wait_for(lambda: row()[3] != first[3], 10, interval=0.05, what="a renewal")
+        t_renewed = time.time()
+        cluster.stop_server()
+        try:
+            time.sleep(max(0.0, t_renewed + 11.5 - time.time()))
+        finally:
+            cluster.start_server()
+        t_up = time.time()
+        H.wait_for(lambda: float(row()[3]) > t_up + 10, 3, interval=0.1,
+                   what="the lease renewed within 3 s of the database's return\n" + srv.log()[-2000:])
+        self.assertEqual(row()[:3], ["analyzing", "1", first[2]])
+        os.kill(child, signal.SIGCONT)
+        H.wait_for(lambda: row()[0] == "done", 60, interval=0.25, what="the analysis stored\n" + srv.log()[-2000:])
+        self.assertEqual(row()[:2], ["done", "1"])
+        self.assertNotIn("lost its lease", srv.log())
+
+    def test_idle_worker_reconnects_within_10_s(self):
+        # The idle worker's reconnect backoff stops at 10 s (it went 1, 2, 4, 8, 16, 32 s, meant
+        # to stop at 30), so a report uploaded when the database is back waits at most that.
+        cluster, db, app, srv, http_ = self.own_cluster_and_leakd("backoff", workers=1)
+        cluster.stop_server()
+        try:
+            H.wait_for(lambda: re.search(r"retrying in (1\d|[2-9]\d) s", srv.log()), 30, interval=0.1,
+                       what="a backoff of 10 s or more\n" + srv.log()[-2000:])
+        finally:
+            cluster.start_server()
+        t_up = time.time()
+        meta = H.make_meta("backoff")
+        self.assertEqual(http_.upload_file(app.ingest, meta, INPUTS.stripped("listener_list")).status, 202)
+        H.wait_for(lambda: H.psql(db, "SELECT status FROM reports WHERE id = '%s'" % meta["report_id"]) == [["done"]],
+                   13, interval=0.1, what="the report analyzed within 13 s of the database's return\n" + srv.log()[-2000:])
+        waits = [int(w) for w in re.findall(r"cannot reach the database .*; retrying in (\d+) s", srv.log())]
+        self.assertEqual(max(waits), 10, waits)
+        print("\n    analyzed %.1f s after PostgreSQL restarted" % (time.time() - t_up), file=sys.stderr)
+
+    def test_hung_database_does_not_stop_the_analysis_timeout(self):
+        # PostgreSQL hangs (SIGSTOP) under an analysis: with LEAKD_DB_TIMEOUT=1 the worker's
+        # renewals give up, and it still kills the analysis at LEAKD_ANALYSIS_TIMEOUT (4 s),
+        # within the 5 s libpq's connect_timeout may add. It used to wait in the renewal for as
+        # long as the database hung, its analysis running on unwatched.
+        cluster, db, app, srv, http_ = self.own_cluster_and_leakd("hung-analysis", workers=1, db_timeout=1,
+                                                                  lease_seconds=3, analysis_timeout=4)
+        meta = H.make_meta("hung-analysis")
+        rid = meta["report_id"]
+        self.assertEqual(http_.upload_file(app.ingest, meta, INPUTS.slow_heap()).status, 202)
+        owner = H.wait_for(lambda: (lambda r: r[1] if r[0] == "analyzing" and r[1] else None)(
+            H.psql(db, "SELECT status, lease_owner FROM reports WHERE id = '%s'" % rid)[0]), 30, interval=0.02,
+            what="the worker to claim the report")
+        worker = int(owner.rsplit(":", 1)[1])
+        child = H.wait_for(lambda: analysis_child(worker), 5, interval=0.01, what="the analysis child")
+        os.kill(child, signal.SIGSTOP)  # it would run past its time
+        self.addCleanup(lambda: _kill_quietly(child))
+        t0 = time.time()
+        cluster.freeze()
+        self.addCleanup(cluster.thaw)
+        H.wait_for(lambda: not _alive(child), 4 + 1 + 5 + 4, interval=0.1,
+                   what="the analysis killed while PostgreSQL hangs\n" + srv.log()[-2000:])
+        print("\n    analysis killed %.1f s after PostgreSQL hung" % (time.time() - t0), file=sys.stderr)
+        H.wait_for(lambda: "report %s: analysis timed out after 4 s" % rid in srv.log(), 5, what="the timeout logged")
+        cluster.thaw()
+
+    def test_lost_commit_answer_is_taken_as_stored(self):
+        # The connection dies after PostgreSQL committed a completion, before its answer came
+        # (a proxy holds the answer to that COMMIT back, then cuts the connection): the worker
+        # finds the report done by its own attempt, says so, and deletes the dump. It used to
+        # log "the result is dropped" and keep the dump until retention.
+        db = H.migrated_database()
+        self.addCleanup(H.drop_database, db)
+        app = H.create_app(db, "lost-ack")
+        u = urllib.parse.urlsplit(db)
+        trap = _CommitTrap(u.port)
+        self.addCleanup(trap.close)
+        srv = H.Leakd(u._replace(netloc=u.netloc.rsplit(":", 1)[0] + ":%d" % trap.port).geturl(), workers=1)
+        self.addCleanup(srv.cleanup)
+        srv.start()
+        http_ = H.Client(srv.port, API)
+        meta = H.make_meta(app.slug)
+        rid = meta["report_id"]
+        self.assertEqual(http_.upload_file(app.ingest, meta, INPUTS.stripped("listener_list")).status, 202)
+        blob = os.path.join(srv.data_dir, H.psql(db, "SELECT blob_path FROM reports WHERE id = '%s'" % rid)[0][0])
+        self.assertTrue(trap.caught.wait(30), "no completion went through the proxy\n" + srv.log()[-2000:])
+        H.wait_for(lambda: H.psql(db, "SELECT status FROM reports WHERE id = '%s'" % rid) == [["done"]], 10,
+                   what="the completion committed")
+        trap.cut()
+        H.wait_for(lambda: "report %s: its result was stored after all" % rid in srv.log() or
+                   "the result is dropped" in srv.log(), 15, interval=0.1, what="the worker to settle the report")
+        self.assertNotIn("the result is dropped", srv.log())
+        self.assertIn("report %s: its result was stored after all (the answer to its COMMIT was lost)" % rid, srv.log())
+        H.wait_for(lambda: not os.path.exists(blob), 5, what="the dump deleted")
+        self.assertEqual(H.psql(db, "SELECT status, attempts, blob_path FROM reports WHERE id = '%s'" % rid),
+                         [["done", "1", None]])
+
+
+class _CommitTrap:
+    """A TCP proxy to PostgreSQL on 127.0.0.1:`port` that holds back every answer on the first
+    connection that sends a completion (queue.c's UPDATE to 'done') and then COMMIT; cut()
+    closes that connection, whose COMMIT PostgreSQL has done without leakd hearing of it."""
+    MARK, COMMIT = b"SET status = 'done', result =", b"COMMIT"
+
+    def __init__(self, port):
+        self.target = port
+        self.listener = socket.socket()
+        self.listener.bind(("127.0.0.1", 0))
+        self.listener.listen(64)
+        self.port = self.listener.getsockname()[1]
+        self.caught = threading.Event()
+        self.held = None
+        self.socks = []
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self):
+        while True:
+            try:
+                c, _ = self.listener.accept()
+            except OSError:
+                return
+            s = socket.create_connection(("127.0.0.1", self.target))
+            self.socks += [c, s]
+            state = {"seen": b"", "hold": False}
+            threading.Thread(target=self._pump, args=(c, s, state, True), daemon=True).start()
+            threading.Thread(target=self._pump, args=(s, c, state, False), daemon=True).start()
+
+    def _pump(self, src, dst, state, upstream):
+        while True:
+            try:
+                data = src.recv(65536)
+            except OSError:
+                data = b""
+            if not data:
+                _quietly(lambda: dst.shutdown(socket.SHUT_WR))
+                return
+            if upstream and not self.caught.is_set():
+                state["seen"] = (state["seen"] + data)[-1 << 20:]
+                mark = state["seen"].find(self.MARK)
+                if mark >= 0 and state["seen"].find(self.COMMIT, mark) >= 0:
+                    state["hold"] = True
+                    self.held = (src, dst)
+                    self.caught.set()
+            if not upstream and state["hold"]:
+                continue  # the answer that never comes
+            try:
+                dst.sendall(data)
+            except OSError:
+                return
+
+    def cut(self):
+        for s in self.held:
+            _quietly(lambda: s.shutdown(socket.SHUT_RDWR))
+            _quietly(s.close)
+
+    def close(self):
+        _quietly(self.listener.close)
+        for s in self.socks:
+            _quietly(s.close)
 
 
 # =============================================================================================

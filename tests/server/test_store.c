@@ -888,12 +888,16 @@ static void test_fail_and_retry(void **state) {
         char msg[32];
         snprintf(msg, sizeof msg, "crash %d", attempt);
         assert_int_equal(ld_job_fail(c->db, &job, "host:1", msg, 0, 3), LD_OK);
-        report_field(c, job.report_id, "status || ' ' || error || ' ' || (lease_owner IS NULL)", v, sizeof v);
+        /* analyzed_at: when it failed, once it has (the failed dumps' days count from then) */
+        report_field(c, job.report_id,
+                     "status || ' ' || error || ' ' || (lease_owner IS NULL) || ' ' || "
+                     "coalesce((analyzed_at > now() - interval '1 minute')::text, 'null')",
+                     v, sizeof v);
         if (attempt < 3) {
-            snprintf(msg, sizeof msg, "queued crash %d true", attempt);
+            snprintf(msg, sizeof msg, "queued crash %d true null", attempt);
             assert_string_equal(v, msg);
         } else {
-            assert_string_equal(v, "failed crash 3 true");
+            assert_string_equal(v, "failed crash 3 true true");
         }
         ld_job_clear(&job);
     }
@@ -903,8 +907,8 @@ static void test_fail_and_retry(void **state) {
     make_queued(c, app, 2, 5);
     assert_int_equal(ld_job_claim(c->db, "host:1", 60, &job), LD_OK);
     assert_int_equal(ld_job_fail(c->db, &job, "host:1", "bad HPROF at offset 12", 1, 3), LD_OK);
-    report_field(c, job.report_id, "status || ' ' || attempts", v, sizeof v);
-    assert_string_equal(v, "failed 1");
+    report_field(c, job.report_id, "status || ' ' || attempts || ' ' || (analyzed_at IS NOT NULL)", v, sizeof v);
+    assert_string_equal(v, "failed 1 true");
     json_t *obj = NULL;
     assert_int_equal(ld_report_get(c->db, app, job.report_id, &obj), LD_OK);
     assert_string_equal(json_string_value(json_object_get(obj, "status")), "failed");
@@ -976,18 +980,23 @@ static void test_release_owner(void **state) {
     assert_int_equal(ld_job_claim(c->db, "alive:2", 60, &j2), LD_OK);
     assert_int_equal(ld_job_claim(c->db, "dead:1", 60, &j3), LD_OK);
     int64_t n = -1;
-    assert_int_equal(ld_jobs_release_owner(c->db, "dead:1", &n), LD_OK);
+    assert_int_equal(ld_jobs_release_owner(c->db, "dead:1", 0, &n), LD_OK);
     assert_int_equal(n, 2);
     assert_int_equal(scalar(c, "SELECT count(*) FROM reports WHERE status = 'queued' AND attempts = 1"
                                " AND lease_owner IS NULL AND lease_until IS NULL", NULL), 2);
     assert_int_equal(scalar(c, "SELECT count(*) FROM reports WHERE status = 'analyzing' AND lease_owner = 'alive:2'", NULL),
                      1);
-    assert_int_equal(ld_jobs_release_owner(c->db, "dead:1", &n), LD_OK);
+    assert_int_equal(ld_jobs_release_owner(c->db, "dead:1", 0, &n), LD_OK);
     assert_int_equal(n, 0);
     ld_job again;
     assert_int_equal(ld_job_claim(c->db, "alive:2", 60, &again), LD_OK); /* reclaimable at once */
     assert_string_equal(again.report_id, j1.report_id);
     assert_int_equal(again.attempts, 2);
+    /* killed at the shutdown deadline: its attempt is given back */
+    assert_int_equal(ld_jobs_release_owner(c->db, "alive:2", 1, &n), LD_OK);
+    assert_int_equal(n, 2);
+    assert_int_equal(scalar(c, "SELECT count(*) FROM reports WHERE status = 'queued' AND lease_owner IS NULL", NULL), 3);
+    assert_int_equal(scalar(c, "SELECT sum(attempts) FROM reports", NULL), 0 + 1 + 1);
     ld_job_clear(&again);
     ld_job_clear(&j1);
     ld_job_clear(&j2);
