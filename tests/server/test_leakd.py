@@ -2842,6 +2842,17 @@ class T05d_KeepBlobsAndFullDisk(ServerCase):
     workers = 1
     settings = {"keep_blobs": 1, "max_decompressed_bytes": 1 << 60}
 
+    def small_disk(self, mb):
+        """A tmpfs of `mb` MB for a data dir, unmounted at the test's end; the test is skipped
+        where one cannot be mounted."""
+        mnt = tempfile.mkdtemp(prefix="leakd-disk-%dm." % mb)
+        self.addCleanup(os.rmdir, mnt)
+        m = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=%dm" % mb, "tmpfs", mnt], capture_output=True, text=True)
+        if m.returncode != 0:
+            self.skipTest("a %d MB tmpfs cannot be mounted here (%s): skipped" % (mb, m.stderr.strip() or m.returncode))
+        self.addCleanup(subprocess.run, ["umount", mnt], check=True)
+        return mnt
+
     def test_kept_blob_after_success_and_no_false_error(self):
         app = self.new_app()
         meta = H.make_meta(app.slug)
@@ -2902,12 +2913,7 @@ class T05d_KeepBlobsAndFullDisk(ServerCase):
         # Before, it was written out until the disk was full (uploads got 503), and failed "No
         # space left on device" after three attempts in a row. The same dump in two frames that
         # state their sizes (as pzstd writes) is known never to fit: failed at once.
-        mnt = tempfile.mkdtemp(prefix="leakd-small-disk.")
-        self.addCleanup(os.rmdir, mnt)
-        m = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=512m", "tmpfs", mnt], capture_output=True, text=True)
-        if m.returncode != 0:
-            self.skipTest("a 512 MB tmpfs cannot be mounted here (%s): skipped" % (m.stderr.strip() or m.returncode))
-        self.addCleanup(subprocess.run, ["umount", mnt], check=True)
+        mnt = self.small_disk(512)
         db = H.migrated_database()  # its own: no worker of the class's leakd may claim the report
         self.addCleanup(H.drop_database, db)
         app = H.create_app(db, "small-disk")
@@ -2965,12 +2971,7 @@ class T05d_KeepBlobsAndFullDisk(ServerCase):
         # without using an attempt, as a dump short of disk does. Before, both passed the check,
         # filled the disk together and failed "No space left on device", three attempts each
         # within a second.
-        mnt = tempfile.mkdtemp(prefix="leakd-shared-disk.")
-        self.addCleanup(os.rmdir, mnt)
-        m = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1000m", "tmpfs", mnt], capture_output=True, text=True)
-        if m.returncode != 0:
-            self.skipTest("a 1000 MB tmpfs cannot be mounted here (%s): skipped" % (m.stderr.strip() or m.returncode))
-        self.addCleanup(subprocess.run, ["umount", mnt], check=True)
+        mnt = self.small_disk(1000)
         db = H.migrated_database()
         self.addCleanup(H.drop_database, db)
         app = H.create_app(db, "shared-disk")
