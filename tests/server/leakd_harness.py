@@ -163,7 +163,10 @@ class Cluster:
         connections open, which no client notices by itself."""
         self._frozen = self._pids()
         for p in self._frozen:
-            os.kill(p, signal.SIGSTOP)
+            try:
+                os.kill(p, signal.SIGSTOP)
+            except ProcessLookupError:
+                pass  # a backend that ended after it was listed
 
     def thaw(self):
         for p in getattr(self, "_frozen", []):
