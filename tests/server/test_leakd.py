@@ -2842,16 +2842,23 @@ class T05d_KeepBlobsAndFullDisk(ServerCase):
     workers = 1
     settings = {"keep_blobs": 1, "max_decompressed_bytes": 1 << 60}
 
-    def small_disk(self, mb):
-        """A tmpfs of `mb` MB for a data dir, unmounted at the test's end; the test is skipped
-        where one cannot be mounted."""
+    def leakd_on_small_disk(self, mb, workers, slug):
+        """(db, app, leakd, client): a leakd whose data dir is a tmpfs of `mb` MB, on a database
+        of its own (no worker of the class's leakd may claim its reports), all gone at the
+        test's end; the test is skipped where a tmpfs cannot be mounted."""
         mnt = tempfile.mkdtemp(prefix="leakd-disk-%dm." % mb)
         self.addCleanup(os.rmdir, mnt)
         m = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=%dm" % mb, "tmpfs", mnt], capture_output=True, text=True)
         if m.returncode != 0:
             self.skipTest("a %d MB tmpfs cannot be mounted here (%s): skipped" % (mb, m.stderr.strip() or m.returncode))
         self.addCleanup(subprocess.run, ["umount", mnt], check=True)
-        return mnt
+        db = H.migrated_database()
+        self.addCleanup(H.drop_database, db)
+        app = H.create_app(db, slug)
+        srv = H.Leakd(db, workers=workers, data_dir=os.path.join(mnt, "data"), max_decompressed_bytes=1 << 40)
+        self.addCleanup(srv.cleanup)
+        srv.start()
+        return db, app, srv, H.Client(srv.port, API)
 
     def test_kept_blob_after_success_and_no_false_error(self):
         app = self.new_app()
@@ -2913,14 +2920,7 @@ class T05d_KeepBlobsAndFullDisk(ServerCase):
         # Before, it was written out until the disk was full (uploads got 503), and failed "No
         # space left on device" after three attempts in a row. The same dump in two frames that
         # state their sizes (as pzstd writes) is known never to fit: failed at once.
-        mnt = self.small_disk(512)
-        db = H.migrated_database()  # its own: no worker of the class's leakd may claim the report
-        self.addCleanup(H.drop_database, db)
-        app = H.create_app(db, "small-disk")
-        srv = H.Leakd(db, workers=1, data_dir=os.path.join(mnt, "data"), max_decompressed_bytes=1 << 40)
-        self.addCleanup(srv.cleanup)
-        srv.start()
-        http = H.Client(srv.port, API)
+        db, app, srv, http = self.leakd_on_small_disk(512, 1, "small-disk")
 
         def row(report_id):
             r = rows(db, "SELECT status, attempts, error, lease_owner, round(extract(epoch FROM lease_until - now()))"
@@ -2971,14 +2971,7 @@ class T05d_KeepBlobsAndFullDisk(ServerCase):
         # without using an attempt, as a dump short of disk does. Before, both passed the check,
         # filled the disk together and failed "No space left on device", three attempts each
         # within a second.
-        mnt = self.small_disk(1000)
-        db = H.migrated_database()
-        self.addCleanup(H.drop_database, db)
-        app = H.create_app(db, "shared-disk")
-        srv = H.Leakd(db, workers=2, data_dir=os.path.join(mnt, "data"), max_decompressed_bytes=1 << 40)
-        self.addCleanup(srv.cleanup)
-        srv.start()
-        http = H.Client(srv.port, API)
+        db, app, srv, http = self.leakd_on_small_disk(1000, 2, "shared-disk")
         ids = []
         for _ in range(2):
             meta = H.make_meta(app.slug)
