@@ -1874,9 +1874,10 @@ class T04_Api(ServerCase):
                 self.assertIn("(not UTF-8)", json.loads(body)["error"]["message"])
         self.assertEqual(five_hundreds(), before)
 
-    def raw_answer(self, request):
+    def raw_answer(self, request, closing=False):
         """Sends `request` on its own connection and reads one answer: (status line, headers,
-        body, whether the connection was closed after it)."""
+        body, whether the connection was closed after it). That last is looked at only with
+        `closing` (None without): an open connection is known only by waiting 5 s for more."""
         s = socket.create_connection(("127.0.0.1", self.server.port), timeout=10)
         self.addCleanup(s.close)
         try:
@@ -1892,12 +1893,14 @@ class T04_Api(ServerCase):
             if not more:
                 break
             body += more
-        s.settimeout(5)
-        try:
-            rest = body[clen:] + s.recv(65536)
-            closed = not rest.startswith(b"HTTP/")
-        except OSError:
-            closed = False
+        closed = None
+        if closing:
+            s.settimeout(5)
+            try:
+                rest = body[clen:] + s.recv(65536)
+                closed = not rest.startswith(b"HTTP/")
+            except OSError:
+                closed = False
         return lines[0], hdrs, body[:clen], closed
 
     def test_api_audit_of_2026_12_03(self):
@@ -1917,7 +1920,7 @@ class T04_Api(ServerCase):
         self.assertError(self.http.patch(sig_path, self.admin, body + b" " * (4097 - len(body))), 413, "too_large")
         line, _, body413, closed = self.raw_answer(
             ("PATCH %s HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\nContent-Type: application/json\r\n"
-             "Content-Length: 5000\r\n\r\n" % (sig_path, self.admin)).encode())
+             "Content-Length: 5000\r\n\r\n" % (sig_path, self.admin)).encode(), closing=True)
         self.assertTrue(line.startswith("HTTP/1.1 413 "), (line, body413))
         self.assertTrue(closed)
         # every parameter sent empty, as a dashboard may send them, is as if left out (was: a
@@ -1947,7 +1950,7 @@ class T04_Api(ServerCase):
                               ("three, the last differs", (n, n, n + 1))):
             with self.subTest(name):
                 req = head + b"".join(b"Content-Length: %d\r\n" % l for l in lengths) + b"\r\n" + body
-                status, hdrs, resp_body, closed = self.raw_answer(req)
+                status, hdrs, resp_body, closed = self.raw_answer(req, closing=True)
                 self.assertTrue(status.startswith("HTTP/1.1 400 "), (status, resp_body))
                 self.assertEqual(hdrs.get("Content-Type"), "application/json")
                 err = json.loads(resp_body)["error"]
@@ -3436,9 +3439,8 @@ class T07c_Supervisor(ServerCase):
         self.assertTrue(os.path.isfile(srv.blob_path(app.slug, meta["report_id"])))
 
 
-class T08_DatabaseDown(unittest.TestCase):
-    """PostgreSQL stops under a running leakd: 503 + Retry-After (never 401 for a known key),
-    /readyz 503, /healthz 200; it starts again: everything recovers without restarting leakd."""
+class OwnCluster:
+    """For tests that stop or freeze PostgreSQL: each has a cluster of its own."""
 
     def own_cluster_and_leakd(self, slug, **leakd_options):
         """A cluster of this test's own (it will be stopped), an app and a running leakd."""
@@ -3451,59 +3453,10 @@ class T08_DatabaseDown(unittest.TestCase):
         srv.start()
         return cluster, db, app, srv, H.Client(srv.port, API)
 
-    def test_sigterm_with_a_hung_database_keeps_the_shutdown_timeout(self):
-        # PostgreSQL hangs with its connections open (SIGSTOP): libpq waits with no limit.
-        # SIGTERM must still end leakd within LEAKD_SHUTDOWN_TIMEOUT (+3 s), not when the
-        # database comes back: it exits 1 and says why.
-        cluster, db, app, srv, http_ = self.own_cluster_and_leakd("hung", workers=1, shutdown_timeout=2)
-        doc = json.dumps(INPUTS.traces_json("listener_list")).encode()
-        self.assertEqual(http_.upload(app.ingest, H.make_meta("hung", mode="traces"), doc, "traces", "application/json").status, 202)
-        cluster.freeze()
-        self.addCleanup(cluster.thaw)
-        stuck = threading.Thread(target=lambda: _quietly(lambda: http_.upload(
-            app.ingest, H.make_meta("hung", mode="traces"), doc, "traces", "application/json", timeout=30)), daemon=True)
-        stuck.start()
-        time.sleep(11)  # past the next key refresh (every 10 s), which the main loop waits for
-        workers = srv.worker_pids()
-        self.assertEqual(len(workers), 1)
-        t0 = time.monotonic()
-        srv.proc.send_signal(signal.SIGTERM)
-        rc = srv.proc.wait(timeout=20)
-        took = time.monotonic() - t0
-        self.assertEqual(rc, 1)
-        self.assertLess(took, 2 + 3 + 2, "took %.1f s" % took)
-        self.assertIn("shutdown: not done 5 s after SIGTERM (is PostgreSQL answering?)", srv.log())
-        H.wait_for(lambda: not _alive(workers[0]), 5, what="the worker killed")
 
-    def test_hung_database_answers_503_and_recovers(self):
-        # PostgreSQL hangs with its connections open (SIGSTOP): with LEAKD_DB_TIMEOUT=6 an
-        # upload is answered 503 within seconds instead of waiting for ever on a task thread or
-        # a writer, and /readyz within 2 s of a connection (5 s of libpq's connect_timeout when it
-        # needs a new one), whatever LEAKD_DB_TIMEOUT; once it runs again, everything works
-        # without a restart.
-        cluster, db, app, srv, http_ = self.own_cluster_and_leakd("hang", workers=1, db_timeout=6, db_writers=1)
-        doc = json.dumps(INPUTS.traces_json("listener_list")).encode()
-        # connections that exist before the hang (a new one would fail on connect_timeout)
-        self.assertEqual(http_.upload(app.ingest, H.make_meta("hang", mode="traces"), doc, "traces", "application/json").status, 202)
-        self.assertEqual(http_.get("/readyz").status, 200)
-        cluster.freeze()
-        self.addCleanup(cluster.thaw)
-        t0 = time.monotonic()
-        meta = H.make_meta("hang", mode="traces")
-        r = http_.upload(app.ingest, meta, doc, "traces", "application/json", timeout=30)
-        self.assertEqual(r.status, 503, r)
-        self.assertGreaterEqual(int(r.header("Retry-After")), 1)
-        self.assertLess(time.monotonic() - t0, 15)
-        t0 = time.monotonic()
-        self.assertEqual(http_.get("/readyz", timeout=30).status, 503)
-        self.assertLess(time.monotonic() - t0, 7.5)
-        self.assertEqual(http_.get("/healthz").status, 200)
-        self.assertRegex(srv.log(), r"POST /v1/reports 503 .* unavailable: the report could not be recorded")
-        cluster.thaw()
-        H.wait_for(lambda: http_.get("/readyz").status == 200, 30, what="/readyz green again")
-        r = http_.upload(app.ingest, meta, doc, "traces", "application/json")
-        self.assertIn(r.status, (200, 202), r)  # 200: the 503'd one had committed after all
-        self.assertEqual(H.psql(db, "SELECT count(*) FROM reports WHERE id = '%s'" % meta["report_id"]), [["1"]])
+class T08_DatabaseDown(OwnCluster, unittest.TestCase):
+    """PostgreSQL stops under a running leakd: 503 + Retry-After (never 401 for a known key),
+    /readyz 503, /healthz 200; it starts again: everything recovers without restarting leakd."""
 
     def test_database_outage_and_recovery(self):
         cluster, db, app, srv, http_ = self.own_cluster_and_leakd("down", workers=1)
@@ -3849,32 +3802,6 @@ class T08_DatabaseDown(unittest.TestCase):
         self.assertEqual(max(waits), 10, waits)
         print("\n    analyzed %.1f s after PostgreSQL restarted" % (time.time() - t_up), file=sys.stderr)
 
-    def test_hung_database_does_not_stop_the_analysis_timeout(self):
-        # PostgreSQL hangs (SIGSTOP) under an analysis: with LEAKD_DB_TIMEOUT=1 the worker's
-        # renewals give up, and it still kills the analysis at LEAKD_ANALYSIS_TIMEOUT (4 s),
-        # within the 5 s libpq's connect_timeout may add. It used to wait in the renewal for as
-        # long as the database hung, its analysis running on unwatched.
-        cluster, db, app, srv, http_ = self.own_cluster_and_leakd("hung-analysis", workers=1, db_timeout=1,
-                                                                  lease_seconds=3, analysis_timeout=4)
-        meta = H.make_meta("hung-analysis")
-        rid = meta["report_id"]
-        self.assertEqual(http_.upload_file(app.ingest, meta, INPUTS.slow_heap()).status, 202)
-        owner = H.wait_for(lambda: (lambda r: r[1] if r[0] == "analyzing" and r[1] else None)(
-            H.psql(db, "SELECT status, lease_owner FROM reports WHERE id = '%s'" % rid)[0]), 30, interval=0.02,
-            what="the worker to claim the report")
-        worker = int(owner.rsplit(":", 1)[1])
-        child = H.wait_for(lambda: analysis_child(worker), 5, interval=0.01, what="the analysis child")
-        os.kill(child, signal.SIGSTOP)  # it would run past its time
-        self.addCleanup(lambda: _kill_quietly(child))
-        t0 = time.time()
-        cluster.freeze()
-        self.addCleanup(cluster.thaw)
-        H.wait_for(lambda: not _alive(child), 4 + 1 + 5 + 4, interval=0.1,
-                   what="the analysis killed while PostgreSQL hangs\n" + srv.log()[-2000:])
-        print("\n    analysis killed %.1f s after PostgreSQL hung" % (time.time() - t0), file=sys.stderr)
-        H.wait_for(lambda: "report %s: analysis timed out after 4 s" % rid in srv.log(), 5, what="the timeout logged")
-        cluster.thaw()
-
     def test_lost_commit_answer_is_taken_as_stored(self):
         # The connection dies after PostgreSQL committed a completion, before its answer came
         # (a proxy holds the answer to that COMMIT back, then cuts the connection): the worker
@@ -3905,6 +3832,91 @@ class T08_DatabaseDown(unittest.TestCase):
         H.wait_for(lambda: not os.path.exists(blob), 5, what="the dump deleted")
         self.assertEqual(H.psql(db, "SELECT status, attempts, blob_path FROM reports WHERE id = '%s'" % rid),
                          [["done", "1", None]])
+
+
+class T08b_DatabaseHangs(OwnCluster, unittest.TestCase):
+    """PostgreSQL hangs with its connections open (SIGSTOP), which libpq would wait on for ever:
+    uploads, /readyz, shutdown and the analysis timeout keep their limits all the same."""
+
+    def test_sigterm_with_a_hung_database_keeps_the_shutdown_timeout(self):
+        # PostgreSQL hangs with its connections open (SIGSTOP): libpq waits with no limit.
+        # SIGTERM must still end leakd within LEAKD_SHUTDOWN_TIMEOUT (+3 s), not when the
+        # database comes back: it exits 1 and says why.
+        cluster, db, app, srv, http_ = self.own_cluster_and_leakd("hung", workers=1, shutdown_timeout=2)
+        doc = json.dumps(INPUTS.traces_json("listener_list")).encode()
+        self.assertEqual(http_.upload(app.ingest, H.make_meta("hung", mode="traces"), doc, "traces", "application/json").status, 202)
+        cluster.freeze()
+        self.addCleanup(cluster.thaw)
+        stuck = threading.Thread(target=lambda: _quietly(lambda: http_.upload(
+            app.ingest, H.make_meta("hung", mode="traces"), doc, "traces", "application/json", timeout=30)), daemon=True)
+        stuck.start()
+        time.sleep(11)  # past the next key refresh (every 10 s), which the main loop waits for
+        workers = srv.worker_pids()
+        self.assertEqual(len(workers), 1)
+        t0 = time.monotonic()
+        srv.proc.send_signal(signal.SIGTERM)
+        rc = srv.proc.wait(timeout=20)
+        took = time.monotonic() - t0
+        self.assertEqual(rc, 1)
+        self.assertLess(took, 2 + 3 + 2, "took %.1f s" % took)
+        self.assertIn("shutdown: not done 5 s after SIGTERM (is PostgreSQL answering?)", srv.log())
+        H.wait_for(lambda: not _alive(workers[0]), 5, what="the worker killed")
+
+    def test_hung_database_answers_503_and_recovers(self):
+        # PostgreSQL hangs with its connections open (SIGSTOP): with LEAKD_DB_TIMEOUT=6 an
+        # upload is answered 503 within seconds instead of waiting for ever on a task thread or
+        # a writer, and /readyz within 2 s of a connection (5 s of libpq's connect_timeout when it
+        # needs a new one), whatever LEAKD_DB_TIMEOUT; once it runs again, everything works
+        # without a restart.
+        cluster, db, app, srv, http_ = self.own_cluster_and_leakd("hang", workers=1, db_timeout=6, db_writers=1)
+        doc = json.dumps(INPUTS.traces_json("listener_list")).encode()
+        # connections that exist before the hang (a new one would fail on connect_timeout)
+        self.assertEqual(http_.upload(app.ingest, H.make_meta("hang", mode="traces"), doc, "traces", "application/json").status, 202)
+        self.assertEqual(http_.get("/readyz").status, 200)
+        cluster.freeze()
+        self.addCleanup(cluster.thaw)
+        t0 = time.monotonic()
+        meta = H.make_meta("hang", mode="traces")
+        r = http_.upload(app.ingest, meta, doc, "traces", "application/json", timeout=30)
+        self.assertEqual(r.status, 503, r)
+        self.assertGreaterEqual(int(r.header("Retry-After")), 1)
+        self.assertLess(time.monotonic() - t0, 15)
+        t0 = time.monotonic()
+        self.assertEqual(http_.get("/readyz", timeout=30).status, 503)
+        self.assertLess(time.monotonic() - t0, 7.5)
+        self.assertEqual(http_.get("/healthz").status, 200)
+        self.assertRegex(srv.log(), r"POST /v1/reports 503 .* unavailable: the report could not be recorded")
+        cluster.thaw()
+        H.wait_for(lambda: http_.get("/readyz").status == 200, 30, what="/readyz green again")
+        r = http_.upload(app.ingest, meta, doc, "traces", "application/json")
+        self.assertIn(r.status, (200, 202), r)  # 200: the 503'd one had committed after all
+        self.assertEqual(H.psql(db, "SELECT count(*) FROM reports WHERE id = '%s'" % meta["report_id"]), [["1"]])
+
+    def test_hung_database_does_not_stop_the_analysis_timeout(self):
+        # PostgreSQL hangs (SIGSTOP) under an analysis: with LEAKD_DB_TIMEOUT=1 the worker's
+        # renewals give up, and it still kills the analysis at LEAKD_ANALYSIS_TIMEOUT (4 s),
+        # within the 5 s libpq's connect_timeout may add. It used to wait in the renewal for as
+        # long as the database hung, its analysis running on unwatched.
+        cluster, db, app, srv, http_ = self.own_cluster_and_leakd("hung-analysis", workers=1, db_timeout=1,
+                                                                  lease_seconds=3, analysis_timeout=4)
+        meta = H.make_meta("hung-analysis")
+        rid = meta["report_id"]
+        self.assertEqual(http_.upload_file(app.ingest, meta, INPUTS.slow_heap()).status, 202)
+        owner = H.wait_for(lambda: (lambda r: r[1] if r[0] == "analyzing" and r[1] else None)(
+            H.psql(db, "SELECT status, lease_owner FROM reports WHERE id = '%s'" % rid)[0]), 30, interval=0.02,
+            what="the worker to claim the report")
+        worker = int(owner.rsplit(":", 1)[1])
+        child = H.wait_for(lambda: analysis_child(worker), 5, interval=0.01, what="the analysis child")
+        os.kill(child, signal.SIGSTOP)  # it would run past its time
+        self.addCleanup(lambda: _kill_quietly(child))
+        t0 = time.time()
+        cluster.freeze()
+        self.addCleanup(cluster.thaw)
+        H.wait_for(lambda: not _alive(child), 4 + 1 + 5 + 4, interval=0.1,
+                   what="the analysis killed while PostgreSQL hangs\n" + srv.log()[-2000:])
+        print("\n    analysis killed %.1f s after PostgreSQL hung" % (time.time() - t0), file=sys.stderr)
+        H.wait_for(lambda: "report %s: analysis timed out after 4 s" % rid in srv.log(), 5, what="the timeout logged")
+        cluster.thaw()
 
 
 class _CommitTrap:
@@ -4083,10 +4095,16 @@ class T99_SpecCoverage(unittest.TestCase):
             self.assertIn("Retry-After", API.resolve(doc["paths"]["/v1/reports"]["post"]["responses"][code])["headers"])
 
 
-# ctest runs the suite as two tests side by side, each with its own PostgreSQL cluster
-# (LEAKD_TEST_GROUP): the workers' lifecycle, TLS and the database's outages (mostly waiting)
-# in one, everything else in the other; a class not listed here goes to the second.
-LIFECYCLE = ("T06_AnalysisTimeout", "T07_WorkerLifecycle", "T07b_Tls", "T08_DatabaseDown")
+# ctest runs the suite as four tests side by side, each with its own PostgreSQL cluster
+# (LEAKD_TEST_GROUP), of 80-100 s each here: they mostly wait (timeouts, outages, workers), so
+# ctest runs more of them at once than there are cores. A class not listed goes to "api".
+GROUPS = {
+    "limits": ("T05_QuotaAndSlowDrip", "T05b_ConnectionLimit", "T05b_ManyConnectionsReadyAtOnce",
+               "T05c_IngestMemory", "T05e_SlowHeaders", "T05f_ConnectionsPerAddress", "T05g_IngestMemoryPerKey"),
+    "lifecycle": ("T05d_KeepBlobsAndFullDisk", "T07_WorkerLifecycle", "T07b_Tls", "T08b_DatabaseHangs"),
+    "database": ("T06_AnalysisTimeout", "T07c_Supervisor", "T08_DatabaseDown"),
+}
+GROUP_OF = {cls: g for g, classes in GROUPS.items() for cls in classes}
 
 
 def load_tests(loader, tests, pattern):
@@ -4100,7 +4118,9 @@ def load_tests(loader, tests, pattern):
                 yield from flat(t)
             else:
                 yield t
-    keep = [t for t in flat(tests) if (type(t).__name__ in LIFECYCLE) == (group == "lifecycle")]
+    if group != "api" and group not in GROUPS:
+        raise SystemExit("LEAKD_TEST_GROUP=%s: not one of api, %s" % (group, ", ".join(GROUPS)))
+    keep = [t for t in flat(tests) if GROUP_OF.get(type(t).__name__, "api") == group]
     return unittest.TestSuite(keep)
 
 
