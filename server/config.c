@@ -69,6 +69,8 @@ static const setting settings[] = {
     I("LEAKD_ANALYSIS_TIMEOUT", "--analysis-timeout", analysis_timeout_s, "600", 1, "wall-clock limit of one analysis (s)"),
     U("LEAKD_MAX_DECOMPRESSED_BYTES", "--max-decompressed-bytes", max_decompressed, "17179869184", "largest decompressed dump"),
     I("LEAKD_MAX_ATTEMPTS", "--max-attempts", max_attempts, "3", 1, "analysis attempts before a report fails"),
+    I("LEAKD_RETRY_DELAY", "--retry-delay", retry_delay_s, "30", 0,
+      "seconds before a crashed or timed-out analysis is tried again, doubled each attempt (0 = at once)"),
     I("LEAKD_LEASE_SECONDS", "--lease-seconds", lease_seconds, "60", 3, "a worker's lease on a report"),
     S("LEAKD_CORS_ORIGINS", "--cors-origins", cors_origins, "", "origins allowed to call the API from a browser (comma-separated, or *)"),
     S("LEAKD_TLS_CERT", "--tls-cert", tls_cert, "", "PEM certificate: serve HTTPS"),
@@ -114,6 +116,7 @@ const char ld_config_help[] =
     "  --analysis-timeout S        LEAKD_ANALYSIS_TIMEOUT       seconds per analysis (600)\n"
     "  --max-decompressed-bytes N  LEAKD_MAX_DECOMPRESSED_BYTES largest decompressed dump (16 GiB)\n"
     "  --max-attempts N            LEAKD_MAX_ATTEMPTS           analysis attempts (3)\n"
+    "  --retry-delay S             LEAKD_RETRY_DELAY            before the next attempt, doubled each time (30)\n"
     "  --lease-seconds S           LEAKD_LEASE_SECONDS          worker lease (60)\n"
     "  --cors-origins LIST         LEAKD_CORS_ORIGINS           browser origins allowed (none)\n"
     "  --tls-cert FILE             LEAKD_TLS_CERT               serve HTTPS with this certificate\n"

@@ -39,6 +39,7 @@ typedef struct ld_config {
     int analysis_timeout_s;       /* LEAKD_ANALYSIS_TIMEOUT, default 600 */
     uint64_t max_decompressed;    /* LEAKD_MAX_DECOMPRESSED_BYTES, default 16 GiB */
     int max_attempts;             /* LEAKD_MAX_ATTEMPTS, default 3 */
+    int retry_delay_s;            /* LEAKD_RETRY_DELAY: a failed attempt waits this, doubled each time, default 30 */
     int lease_seconds;            /* LEAKD_LEASE_SECONDS, default 60 (renewed every third of it) */
     char cors_origins[1024];      /* LEAKD_CORS_ORIGINS, comma-separated, or "*"; default none */
     char tls_cert[1024];          /* LEAKD_TLS_CERT */

@@ -70,6 +70,19 @@ out:
     return st;
 }
 
+ld_status ld_job_next_due(ld_db *db, long *ms) {
+    if (!db || !ms) return LD_ERR_INVALID;
+    *ms = -1;
+    PGresult *res = NULL;
+    ld_status st = ld_db_exec(db, &res,
+                              "SELECT ceil(extract(epoch FROM min(lease_until) - now()) * 1000)::bigint FROM reports"
+                              " WHERE status IN ('queued', 'analyzing') AND lease_until >= now()",
+                              0, NULL);
+    if (st == LD_OK && PQntuples(res) == 1 && !PQgetisnull(res, 0, 0)) *ms = strtol(PQgetvalue(res, 0, 0), NULL, 10);
+    PQclear(res);
+    return st;
+}
+
 /* Runs `sql` whose $1..$3 are (app_id, report_id, owner) and whose WHERE clause holds the
  * lease check, with `extra` more parameters from $5 on ($4 = the job's attempts). LD_OK when
  * it changed the row, LD_ERR_NOT_FOUND when the lease was not ours. */
@@ -127,19 +140,22 @@ ld_status ld_job_defer(ld_db *db, const ld_job *job, const char *owner, const ch
 }
 
 ld_status ld_job_fail(ld_db *db, const ld_job *job, const char *owner, const char *error, int permanent,
-                      int max_attempts) {
-    char max[16];
+                      int max_attempts, int retry_after_s) {
+    char max[16], after[16];
     snprintf(max, sizeof max, "%d", max_attempts);
-    const char *p[] = {error ? error : "", permanent ? "1" : "0", max};
+    snprintf(after, sizeof after, "%d", retry_after_s > 0 ? retry_after_s : 0);
+    const char *p[] = {error ? error : "", permanent ? "1" : "0", max, after};
     return leased_update(db, job, owner,
-                         "UPDATE reports SET error = $5, lease_owner = NULL, lease_until = NULL,"
+                         "UPDATE reports SET error = $5, lease_owner = NULL,"
                          " status = CASE WHEN $6::int = 1 OR attempts >= $7::int THEN 'failed' ELSE 'queued' END,"
+                         " lease_until = CASE WHEN $6::int = 0 AND attempts < $7::int AND $8::int > 0"
+                         "   THEN now() + make_interval(secs => $8::int) END,"
                          /* when it failed: LEAKD_FAILED_BLOB_DAYS counts from then (it counted
                           * from received_at, and a dump that had waited in the queue longer
                           * was deleted seconds after failing) */
                          " analyzed_at = CASE WHEN $6::int = 1 OR attempts >= $7::int THEN now() ELSE analyzed_at END"
                          LEASE_IS_OURS,
-                         3, p);
+                         4, p);
 }
 
 /* One attempt of ld_job_complete's transaction. */

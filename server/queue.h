@@ -35,6 +35,10 @@ void ld_job_clear(ld_job *job); /* frees the strings, zeroes the job; NULL is a 
  * (ld_job_fail) when job->attempts > max_attempts instead of analyzing it again. */
 ld_status ld_job_claim(ld_db *db, const char *owner, int lease_seconds, ld_job *job);
 
+/* When nothing is claimable: *ms = milliseconds until the first report waiting for a time
+ * (a retry's delay, a deferral, a lease) becomes claimable, or -1 when none waits. */
+ld_status ld_job_next_due(ld_db *db, long *ms);
+
 /* Extends the lease to now() + `lease_seconds`. LD_ERR_NOT_FOUND when the lease was lost
  * (another owner, another claim, or no longer analyzing). The lease is identified by
  * (owner, job->attempts). */
@@ -52,10 +56,11 @@ ld_status ld_job_release(ld_db *db, const ld_job *job, const char *owner, int re
 ld_status ld_job_defer(ld_db *db, const ld_job *job, const char *owner, const char *error, int seconds, int refund);
 
 /* Records a failed attempt with `error`: 'failed' when `permanent` (e.g. a parse error) or
- * attempts >= `max_attempts`, else back to 'queued' (the error text is kept). Lease cleared.
+ * attempts >= `max_attempts`, else back to 'queued' (the error text is kept), claimable again
+ * only after `retry_after_s` when > 0 (lease_until holds the time). Lease cleared.
  * LD_ERR_NOT_FOUND when not ours. */
 ld_status ld_job_fail(ld_db *db, const ld_job *job, const char *owner, const char *error, int permanent,
-                      int max_attempts);
+                      int max_attempts, int retry_after_s);
 
 /* In one transaction: checks the lease is still ours (else LD_ERR_NOT_FOUND and nothing is
  * written), sets 'done' with result = `rep` as trace JSON, leaks_found and analyzed_at,

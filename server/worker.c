@@ -87,6 +87,8 @@ enum {
  * waiting lease/3 (20 s) let an outage of ~41 s, or a restart of seconds falling on two
  * renewals, lose the lease, an attempt and the analysis under way to another worker. */
 #define RENEW_RETRY_S 1.0
+/* A failed attempt's wait before the next (LEAKD_RETRY_DELAY, doubled each time) stops here. */
+#define RETRY_DELAY_MAX_S 3600
 /* The idle worker's reconnect backoff stops here: a failed connect is cheap, and the reports
  * uploaded meanwhile wait this long after the database is back. */
 #define RECONNECT_MAX_S 10u
@@ -390,13 +392,25 @@ static void sanitize(char *msg) {
         if (*p < 0x20 || *p >= 0x7f) *p = '?';
 }
 
-static void fail_job(ld_db *db, ld_job *job, const char *owner, char *msg, int permanent, int max_attempts) {
+/* LEAKD_RETRY_DELAY doubled for each attempt before the last one, RETRY_DELAY_MAX_S at most. */
+static int retry_delay(const ld_config *cfg, int attempts) {
+    long long d = cfg->retry_delay_s;
+    for (int i = 1; i < attempts && d < RETRY_DELAY_MAX_S; i++) d *= 2;
+    return d < RETRY_DELAY_MAX_S ? (int)d : RETRY_DELAY_MAX_S;
+}
+
+static void fail_job(const ld_config *cfg, ld_db *db, ld_job *job, const char *owner, char *msg, int permanent) {
     sanitize(msg);
-    ld_metrics_analysis(metrics, permanent || job->attempts >= max_attempts ? LD_ANALYSIS_FAILED : LD_ANALYSIS_RETRIED, 0);
-    ld_status st = ld_job_fail(db, job, owner, msg, permanent, max_attempts);
+    int last = permanent || job->attempts >= cfg->max_attempts;
+    int after = last ? 0 : retry_delay(cfg, job->attempts);
+    ld_metrics_analysis(metrics, last ? LD_ANALYSIS_FAILED : LD_ANALYSIS_RETRIED, 0);
+    ld_status st = ld_job_fail(db, job, owner, msg, permanent, cfg->max_attempts, after);
     if (st != LD_OK)
         ld_error("report %s: cannot record its failure (%s: %s); its lease will expire and it will be retried",
                  job->report_id, ld_strerror(st), ld_db_error(db));
+    else if (!last)
+        ld_info("report %s: queued again; attempt %d of %d in %d s", job->report_id, job->attempts + 1,
+                cfg->max_attempts, after);
 }
 
 /* LD_OK when the report is 'done' by `job`'s own claim: no other claim since (each adds an
@@ -425,7 +439,7 @@ static void run_job(const ld_config *cfg, ld_db *db, const char *owner, ld_job *
     if (job->attempts > cfg->max_attempts) {
         ld_warn("report %s: %d attempts; giving up", job->report_id, job->attempts - 1);
         char msg[] = "analysis gave up after repeated worker crashes or lost leases";
-        fail_job(db, job, owner, msg, 1, cfg->max_attempts);
+        fail_job(cfg, db, job, owner, msg, 1);
         return;
     }
     snprintf(blob, sizeof blob, "%s/%s", cfg->data_dir, job->blob_path);
@@ -521,27 +535,27 @@ static void run_job(const ld_config *cfg, ld_db *db, const char *owner, ld_job *
     } else if (timed_out) {
         snprintf(msg, sizeof msg, "analysis timed out after %d s", cfg->analysis_timeout_s);
         ld_warn("report %s: %s (attempt %d of %d)", job->report_id, msg, job->attempts, cfg->max_attempts);
-        fail_job(db, job, owner, msg, 0, cfg->max_attempts);
+        fail_job(cfg, db, job, owner, msg, 0);
     } else if (WIFSIGNALED(status)) {
         snprintf(msg, sizeof msg, "analysis crashed (signal %d%s)", WTERMSIG(status),
                  WTERMSIG(status) == SIGKILL ? ", likely out of memory" : "");
         ld_warn("report %s: %s (attempt %d of %d)", job->report_id, msg, job->attempts, cfg->max_attempts);
-        fail_job(db, job, owner, msg, 0, cfg->max_attempts);
+        fail_job(cfg, db, job, owner, msg, 0);
     } else if (WEXITSTATUS(status) == CHILD_BAD_INPUT) {
         snprintf(msg, sizeof msg, "the heap dump cannot be analyzed: %.600s", text ? text : "?");
         ld_warn("report %s: %s", job->report_id, msg);
-        fail_job(db, job, owner, msg, 1, cfg->max_attempts);
+        fail_job(cfg, db, job, owner, msg, 1);
     } else if (WEXITSTATUS(status) == CHILD_OVER_BUDGET) {
         /* The dump needs more than the budget, and will again: another attempt cannot help. */
         snprintf(msg, sizeof msg, "analysis failed (over its memory budget, LEAKD_ANALYSIS_MEMORY = %llu bytes): %.500s",
                  (unsigned long long)cfg->analysis_memory, text && *text ? text : "?");
         ld_warn("report %s: %s", job->report_id, msg);
-        fail_job(db, job, owner, msg, 1, cfg->max_attempts);
+        fail_job(cfg, db, job, owner, msg, 1);
     } else if (WEXITSTATUS(status) == CHILD_DISK_TOO_SMALL) {
         /* Deferred every 300 s it stayed 'queued' for ever (until retention deleted it). */
         snprintf(msg, sizeof msg, "analysis failed (the disk is too small): %.560s", text && *text ? text : "?");
         ld_warn("report %s: %s", job->report_id, msg);
-        fail_job(db, job, owner, msg, 1, cfg->max_attempts);
+        fail_job(cfg, db, job, owner, msg, 1);
     } else if (WEXITSTATUS(status) == CHILD_NO_ROOM) {
         snprintf(msg, sizeof msg, "%.500s; trying again in %d s", text ? text : "not enough free disk", NO_ROOM_RETRY_S);
         sanitize(msg);
@@ -554,7 +568,7 @@ static void run_job(const ld_config *cfg, ld_db *db, const char *owner, ld_job *
         if (job->attempts >= cfg->max_attempts) {
             snprintf(msg, sizeof msg, "the heap dump cannot be analyzed: %.600s", text ? text : "?");
             ld_warn("report %s: %s (attempt %d of %d)", job->report_id, msg, job->attempts, cfg->max_attempts);
-            fail_job(db, job, owner, msg, 1, cfg->max_attempts);
+            fail_job(cfg, db, job, owner, msg, 1);
         } else {
             snprintf(msg, sizeof msg, "%.500s; trying again in %d s", text ? text : "not enough free disk",
                      NO_ROOM_RETRY_S);
@@ -576,7 +590,7 @@ static void run_job(const ld_config *cfg, ld_db *db, const char *owner, ld_job *
             snprintf(msg, sizeof msg, "analysis ended with exit status %d%s%.500s", code, text && *text ? ": " : "",
                      text ? text : "");
         ld_warn("report %s: %s (attempt %d of %d)", job->report_id, msg, job->attempts, cfg->max_attempts);
-        fail_job(db, job, owner, msg, 0, cfg->max_attempts);
+        fail_job(cfg, db, job, owner, msg, 0);
     } else {
         lw_leak_report *rep = NULL;
         lw_error err = {0};
@@ -584,7 +598,7 @@ static void run_job(const ld_config *cfg, ld_db *db, const char *owner, ld_job *
         if (!text || lw_leak_report_from_json(text, len, &lim, &rep, &err) != LW_OK) {
             snprintf(msg, sizeof msg, "the analysis result could not be read: %s", err.message);
             ld_error("report %s: %s", job->report_id, msg);
-            fail_job(db, job, owner, msg, 0, cfg->max_attempts);
+            fail_job(cfg, db, job, owner, msg, 0);
         } else {
             int was = ld_db_set_timeout(db, timeout_ms(cfg->db_timeout_s, COMPLETE_TIMEOUT_FACTOR));
             ld_status st = ld_job_complete(db, job, owner, rep);
@@ -625,7 +639,7 @@ static void run_job(const ld_config *cfg, ld_db *db, const char *owner, ld_job *
             else if (st == LD_ERR_INVALID) {
                 snprintf(msg, sizeof msg, "%.600s", ld_db_error(db));
                 ld_error("report %s: %s", job->report_id, msg);
-                fail_job(db, job, owner, msg, 1, cfg->max_attempts);
+                fail_job(cfg, db, job, owner, msg, 1);
             }
             else
                 ld_error("report %s: cannot store the result (%s); it will be analyzed again when its lease expires",
@@ -678,8 +692,11 @@ int ld_worker_main(const ld_config *cfg) {
             run_job(cfg, db, owner, &job);
             ld_job_clear(&job);
         } else if (st == LD_ERR_NOT_FOUND) {
-            /* Woken by NOTIFY on a new report; the poll every 5 s catches expired leases. */
-            if (ld_db_wait(db, 5000) < 0) { /* reconnect, and LISTEN again */
+            /* Woken by NOTIFY on a new report, or when the first report waiting for its time (a
+             * retry's delay, an expired lease) may be claimed; the poll every 5 s is the net. */
+            long due = -1, wait_ms = 5000;
+            if (ld_job_next_due(db, &due) == LD_OK && due >= 0 && due < wait_ms) wait_ms = due < 10 ? 10 : due;
+            if (ld_db_wait(db, (int)wait_ms) < 0) { /* reconnect, and LISTEN again */
                 ld_db_close(db);
                 db = NULL;
             }

@@ -3015,12 +3015,12 @@ class T05d_KeepBlobsAndFullDisk(ServerCase):
 # =============================================================================================
 class T06_AnalysisTimeout(ServerCase):
     workers = 1
-    settings = {"analysis_timeout": 1}
+    settings = {"analysis_timeout": 1, "retry_delay": 1}
 
     def test_timeout_is_retried_three_times_then_failed(self):
         """A hung analysis (its child is SIGSTOPped as soon as it appears, so the test does not
         depend on how fast the analyzer is) is killed after LEAKD_ANALYSIS_TIMEOUT=1 s, three
-        times, then the report fails."""
+        times, then the report fails. Each retry waits LEAKD_RETRY_DELAY=1 s, doubled: 1, 2 s."""
         app = self.new_app()
         worker = self.server.worker_pids()[0]
         stop = threading.Event()
@@ -3045,14 +3045,23 @@ class T06_AnalysisTimeout(ServerCase):
         r = self.http.upload_file(app.ingest, meta, INPUTS.slow_heap())
         self.assertEqual(r.status, 202, r)
         seen = set()
+        started = {}  # attempt -> when it was first seen analyzing
+        requeued = {}  # attempts -> when it was first seen queued after that many
 
         def poll():
             row = self.report_row(rid)
             if row and row[0] == "analyzing":
                 seen.add(int(row[1]))
+                started.setdefault(int(row[1]), time.monotonic())
+            if row and row[0] == "queued" and int(row[1]) > 0:
+                requeued.setdefault(int(row[1]), time.monotonic())
             return row if row and row[0] == "failed" else None
         st, attempts, err, owner = H.wait_for(poll, 60, interval=0.05, what="the report to fail")
         self.assertEqual((st, attempts), ("failed", "3"))
+        for n, wait in ((1, 1), (2, 2)):
+            self.assertIn("report %s: queued again; attempt %d of 3 in %d s" % (rid, n + 1, wait), self.server.log())
+            if n in requeued and n + 1 in started:  # both seen (polled every 50 ms)
+                self.assertGreater(started[n + 1] - requeued[n], wait - 0.3, (started, requeued))
         self.assertEqual(err, "analysis timed out after 1 s")
         self.assertIsNone(owner)
         self.assertTrue(seen <= {1, 2, 3} and len(seen) >= 2, seen)
@@ -3104,7 +3113,7 @@ def analysis_child(worker_pid):
 
 class T07_WorkerLifecycle(ServerCase):
     workers = 2
-    settings = {"shutdown_timeout": 3}
+    settings = {"shutdown_timeout": 3, "retry_delay": 2}
 
     def claim_and_freeze(self, app):
         """Uploads the slow dump, waits until a worker holds its lease, and SIGSTOPs the
@@ -3171,14 +3180,23 @@ class T07_WorkerLifecycle(ServerCase):
     def test_crashed_analysis_is_retried_and_counted_once(self):
         # The analysis child dies of SIGABRT, as a failed assertion would (the worker itself
         # lives; ASan would catch a SIGSEGV itself and exit instead): the attempt is used,
-        # the report goes back to the queue with the reason, and the next attempt stores it.
+        # the report goes back to the queue with the reason, and the next attempt stores it, after
+        # LEAKD_RETRY_DELAY (2 s): before, it was claimable again at once, by an idle worker too.
         app = self.new_app()
         rid, worker, child, attempts = self.claim_and_freeze(app)
         self.assertEqual(attempts, 1)
         os.kill(child, signal.SIGABRT)
         os.kill(child, signal.SIGCONT)  # a stopped process takes the signal once it runs
+        row = H.wait_for(lambda: (lambda r: r if r and r[0] == "queued" else None)(H.psql(
+            self.db, "SELECT status, attempts, extract(epoch FROM lease_until - now()) FROM reports WHERE id = '%s'"
+            % rid)[0]), 10, interval=0.02, what="the report queued again")
+        self.assertEqual(row[1], "1")
+        self.assertTrue(1.0 < float(row[2]) <= 2.0, row)
+        t_queued = time.monotonic()
         st, attempts2, err, owner = self.wait_report(rid, timeout=60)
+        self.assertGreater(time.monotonic() - t_queued, 1.0)
         self.assertEqual((st, attempts2), ("done", "2"), err)
+        self.assertIn("report %s: queued again; attempt 2 of 3 in 2 s" % rid, self.server.log())
         self.assertIn("report %s: analysis crashed (signal 6) (attempt 1 of 3)" % rid, self.server.log())
         self.assertIn(worker, self.server.worker_pids())  # the same worker went on
         self.assertEqual(one(self.db, "SELECT count(*) FROM occurrences WHERE report_id = '%s'" % rid), "1")

@@ -856,7 +856,7 @@ static void test_expired_lease(void **state) {
     lw_leak_report *rep = parse_report(json);
     assert_int_equal(ld_job_complete(c->db, &a, "host:a", rep), LD_ERR_NOT_FOUND);
     assert_int_equal(scalar(c, "SELECT count(*) FROM leak_groups", NULL), 0);
-    assert_int_equal(ld_job_fail(c->db, &a, "host:a", "x", 1, 3), LD_ERR_NOT_FOUND);
+    assert_int_equal(ld_job_fail(c->db, &a, "host:a", "x", 1, 3, 0), LD_ERR_NOT_FOUND);
     assert_int_equal(ld_job_release(c->db, &a, "host:a", 1), LD_ERR_NOT_FOUND);
     char v[64];
     report_field(c, a.report_id, "status || ' ' || lease_owner || ' ' || attempts", v, sizeof v);
@@ -887,7 +887,7 @@ static void test_fail_and_retry(void **state) {
         assert_int_equal(job.attempts, attempt);
         char msg[32];
         snprintf(msg, sizeof msg, "crash %d", attempt);
-        assert_int_equal(ld_job_fail(c->db, &job, "host:1", msg, 0, 3), LD_OK);
+        assert_int_equal(ld_job_fail(c->db, &job, "host:1", msg, 0, 3, 0), LD_OK);
         /* analyzed_at: when it failed, once it has (the failed dumps' days count from then) */
         report_field(c, job.report_id,
                      "status || ' ' || error || ' ' || (lease_owner IS NULL) || ' ' || "
@@ -906,7 +906,7 @@ static void test_fail_and_retry(void **state) {
     /* a permanent failure (parse error) fails at the first attempt */
     make_queued(c, app, 2, 5);
     assert_int_equal(ld_job_claim(c->db, "host:1", 60, &job), LD_OK);
-    assert_int_equal(ld_job_fail(c->db, &job, "host:1", "bad HPROF at offset 12", 1, 3), LD_OK);
+    assert_int_equal(ld_job_fail(c->db, &job, "host:1", "bad HPROF at offset 12", 1, 3, 60), LD_OK);
     report_field(c, job.report_id, "status || ' ' || attempts || ' ' || (analyzed_at IS NOT NULL)", v, sizeof v);
     assert_string_equal(v, "failed 1 true");
     json_t *obj = NULL;
@@ -915,6 +915,36 @@ static void test_fail_and_retry(void **state) {
     assert_string_equal(json_string_value(json_object_get(obj, "error")), "bad HPROF at offset 12");
     json_decref(obj);
     ld_job_clear(&job);
+}
+
+/* A failed attempt that will be tried again waits its delay (LEAKD_RETRY_DELAY): the report is
+ * 'queued' but not claimable until then. The last attempt and a permanent failure wait for
+ * nothing: they are 'failed' with no time set. */
+static void test_failed_attempt_waits_its_delay(void **state) {
+    ctx *c = *state;
+    int64_t app = create_app(c, "app-one");
+    make_queued(c, app, 1, 10);
+    ld_job job;
+    char v[128];
+    assert_int_equal(ld_job_claim(c->db, "host:1", 60, &job), LD_OK);
+    assert_int_equal(ld_job_fail(c->db, &job, "host:1", "crash 1", 0, 2, 120), LD_OK);
+    report_field(c, job.report_id,
+                 "status || ' ' || attempts || ' ' || (lease_owner IS NULL) || ' ' || "
+                 "(lease_until BETWEEN now() + interval '119 s' AND now() + interval '121 s')",
+                 v, sizeof v);
+    assert_string_equal(v, "queued 1 true true");
+    ld_job other;
+    assert_int_equal(ld_job_claim(c->db, "host:2", 60, &other), LD_ERR_NOT_FOUND);
+    /* its time has come */
+    exec1(c, "UPDATE reports SET lease_until = now() - interval '1 s' WHERE id = $1::uuid", job.report_id);
+    ld_job_clear(&job);
+    assert_int_equal(ld_job_claim(c->db, "host:2", 60, &job), LD_OK);
+    assert_int_equal(job.attempts, 2);
+    assert_int_equal(ld_job_fail(c->db, &job, "host:2", "crash 2", 0, 2, 240), LD_OK);
+    report_field(c, job.report_id, "status || ' ' || attempts || ' ' || (lease_until IS NULL)", v, sizeof v);
+    assert_string_equal(v, "failed 2 true");
+    ld_job_clear(&job);
+    assert_int_equal(ld_job_claim(c->db, "host:2", 60, &job), LD_ERR_NOT_FOUND);
 }
 
 static void test_release_refund(void **state) {
@@ -1173,7 +1203,7 @@ static void test_report_get(void **state) {
     /* a retried (not yet failed) job shows no error */
     ld_job job;
     assert_int_equal(ld_job_claim(c->db, "h:1", 60, &job), LD_OK);
-    assert_int_equal(ld_job_fail(c->db, &job, "h:1", "timeout", 0, 3), LD_OK);
+    assert_int_equal(ld_job_fail(c->db, &job, "h:1", "timeout", 0, 3, 0), LD_OK);
     ld_job_clear(&job);
     assert_int_equal(ld_report_get(c->db, app, id, &o), LD_OK);
     assert_string_equal(json_string_value(json_object_get(o, "status")), "queued");
@@ -1231,6 +1261,7 @@ int main(void) {
         cmocka_unit_test_setup(test_skip_locked, test_setup),
         cmocka_unit_test_setup(test_expired_lease, test_setup),
         cmocka_unit_test_setup(test_fail_and_retry, test_setup),
+        cmocka_unit_test_setup(test_failed_attempt_waits_its_delay, test_setup),
         cmocka_unit_test_setup(test_release_refund, test_setup),
         cmocka_unit_test_setup(test_complete_once, test_setup),
         cmocka_unit_test_setup(test_release_owner, test_setup),
