@@ -206,6 +206,17 @@ static int decode_cursor(const char *c, char *value, size_t vcap, char *id, size
     return 0;
 }
 
+/* Whether a cursor's value has the shape of the sort it continues: digits for occurrences, a
+ * timestamp as PostgreSQL writes one ("2026-12-03 22:45:54.123456+00") for last_seen. What
+ * passes is parsed by PostgreSQL; the shape keeps out the words it also takes for a time
+ * ("now", "infinity", "epoch"), which made a cursor of no listing. */
+static int cursor_value_fits(const char *v, int by_occ) {
+    if (!isdigit((unsigned char)v[0]) || strlen(v) > 40) return 0;
+    for (const char *p = v; *p; p++)
+        if (!isdigit((unsigned char)*p) && (by_occ || !strchr(" -:.+", *p))) return 0;
+    return by_occ || (strchr(v, '-') && strchr(v, ':'));
+}
+
 /* GET /v1/apps/{app}/leaks and /v1/apps/{app}/versions/{version}/leaks */
 static void list_groups(ld_req *r, ld_db *db, int64_t app_id, const char *version_path, int only_new) {
     /* Each buffer holds any valid value, and more: a longer one is refused, not cut to fit. */
@@ -249,6 +260,11 @@ static void list_groups(ld_req *r, ld_db *db, int64_t app_id, const char *versio
     char cval[128] = "", cid[32] = "";
     if (cursor && decode_cursor(cursor, cval, sizeof cval, cid, sizeof cid) != 0) {
         ld_respond_error(r, 400, "bad_request", "invalid cursor");
+        return;
+    }
+    if (cursor && !cursor_value_fits(cval, by_occ)) {
+        ld_respond_error(r, 400, "bad_request", "invalid cursor for sort=%s (a cursor continues the listing it came from)",
+                         by_occ ? "occurrences" : "last_seen");
         return;
     }
     char app[32], lim[32];

@@ -1626,11 +1626,18 @@ class T04_Api(ServerCase):
         # value that is no time, an id past bigint (PostgreSQL refused them: was a 500)
         occ_cursor = self.http.get("/v1/apps/apiapp/leaks?sort=occurrences&limit=1", key=self.a.read).json["next_cursor"]
         self.assertIsNotNone(occ_cursor)
-        for c in (occ_cursor, b"abc|1".hex(), b"2026-01-01 00:00:00+00|99999999999999999999".hex()):
+        # and the words PostgreSQL takes for a time, which continued no listing (were accepted)
+        for c in (occ_cursor, b"abc|1".hex(), b"2026-01-01 00:00:00+00|99999999999999999999".hex(),
+                  b"now|1".hex(), b"infinity|1".hex(), b"epoch|1".hex(), b"today|1".hex(), b"12|1".hex()):
             with self.subTest(c):
                 r = self.http.get("/v1/apps/apiapp/leaks?cursor=" + c, key=self.a.read)
                 self.assertError(r, 400, "bad_request")
                 self.assertIn("invalid cursor for sort=last_seen", r.json["error"]["message"])
+        for c in (b"2026-01-01 00:00:00+00|1".hex(), b"1e3|1".hex(), b"-1|1".hex()):
+            with self.subTest(c):
+                r = self.http.get("/v1/apps/apiapp/leaks?sort=occurrences&cursor=" + c, key=self.a.read)
+                self.assertError(r, 400, "bad_request")
+                self.assertIn("invalid cursor for sort=occurrences", r.json["error"]["message"])
         r = self.http.get("/v1/apps/apiapp/versions/1.0/leaks?new=yes", key=self.a.read)
         self.assertError(r, 400, "bad_request")
         self.assertEqual(self.http.get("/v1/apps/apiapp/versions/1.0/leaks?new=false", key=self.a.read).status, 200)
