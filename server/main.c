@@ -65,6 +65,9 @@ typedef struct {
     int spawn_failures; /* in a row: the next try waits 1 s, doubling to 60 s */
 } worker_slot;
 
+/* The key cache is reloaded this often whatever happens (the net under watch_keys). */
+#define KEYS_RELOAD_S 10
+
 static double mono(void) {
     struct timespec t;
     clock_gettime(CLOCK_MONOTONIC, &t);
@@ -247,6 +250,18 @@ static void raise_fd_limit(const ld_config *c) {
                 c->connection_limit, (unsigned long long)need, (unsigned long long)rl.rlim_max);
 }
 
+/* A connection that LISTENs on leakd_keys, which migration 0015's trigger notifies on every
+ * change to api_keys: a key revoked anywhere is refused here within about a second, not at
+ * the next 10 s reload. NULL (and a warning) when it cannot be made. */
+static ld_db *watch_keys(const ld_config *c) {
+    char err[512];
+    ld_db *db = ld_db_connect(c->database_url, err, sizeof err);
+    if (db && ld_db_listen(db, "leakd_keys") == LD_OK) return db;
+    ld_warn("cannot watch API key changes (%s); a revoked key is refused within 10 s", db ? ld_db_error(db) : err);
+    ld_db_close(db);
+    return NULL;
+}
+
 static int serve(ld_server *s) {
     ld_config *c = &s->cfg;
     /* Signals are taken by this thread with sigtimedwait; every thread inherits the mask, so
@@ -332,7 +347,9 @@ static int serve(ld_server *s) {
             c->workers, c->data_dir);
     /* The first purge runs at once: mono() counts from boot, so "last purged at 0" would wait
      * for the host's first hour of uptime. */
-    double last_keys = mono(), last_purge = 0, last_touch = mono();
+    /* The keys are reloaded at the first tick too, which makes the watching connection. */
+    double last_keys = mono() - KEYS_RELOAD_S, last_purge = 0, last_touch = mono();
+    ld_db *keys_watch = NULL;
     int purge_more = 0, purged_once = 0;
     int64_t purged = 0;
     stopper stop = {pthread_self(), 0, c->shutdown_timeout_s, workers, c->workers};
@@ -376,9 +393,23 @@ static int serve(ld_server *s) {
             last_touch = mono();
             ld_scratch_touch(s->tmp_dir);
         }
-        if (mono() - last_keys >= 10) {
+        if (keys_watch) {
+            int changed = ld_db_wait(keys_watch, 0); /* never blocks: a hung database cannot hold the loop */
+            if (changed < 0) {
+                ld_db_close(keys_watch); /* made again after the next reload that reaches the database */
+                keys_watch = NULL;
+            } else if (changed > 0) {
+                last_keys = mono();
+                ld_auth_refresh(s->auth);
+            }
+        }
+        if (mono() - last_keys >= KEYS_RELOAD_S) {
             last_keys = mono();
-            ld_auth_refresh(s->auth);
+            /* Connecting only after a reload that worked: the database is answering, and the
+             * connect cannot hang the loop. The reload after LISTEN catches a change made
+             * between the two. */
+            if (ld_auth_refresh(s->auth) == 0 && !keys_watch && (keys_watch = watch_keys(c)) != NULL)
+                ld_auth_refresh(s->auth);
         }
         if (purge_more || !purged_once || mono() - last_purge >= 3600) {
             if (!purge_more) last_purge = mono();
@@ -422,6 +453,7 @@ static int serve(ld_server *s) {
         pthread_join(stop_thread, NULL);
     }
     free(workers);
+    ld_db_close(keys_watch);
     ld_auth_free(s->auth);
     ld_quota_free(s->quota);
     ld_pool_free(s->pool);

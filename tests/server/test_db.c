@@ -565,6 +565,20 @@ static void test_migrations_keep_data(void **state)
     assert_query(db, "SELECT count(*) FILTER (WHERE app_id IS NULL) || ' ' || count(*) FROM api_keys WHERE kind = 'admin'",
                  "1 2");
     assert_signature_rule(db);
+    /* 0015: every change to api_keys notifies leakd_keys (leakd serve reloads its key cache). */
+    migrate_to(db, dir, "0015_key_notify.sql", 15);
+    assert_int_equal(ld_db_listen(db, "leakd_keys"), LD_OK);
+    assert_int_equal(ld_db_wait(db, 0), 0);
+    assert_int_equal(ld_db_exec_script(db, "UPDATE api_keys SET revoked_at = now() WHERE key_hash = sha256('b')"), LD_OK);
+    assert_int_equal(ld_db_wait(db, 5000), 1);
+    assert_int_equal(ld_db_exec_script(db, "INSERT INTO api_keys (app_id, kind, key_hash) VALUES (NULL, 'admin', sha256('d'))"),
+                     LD_OK);
+    assert_int_equal(ld_db_wait(db, 5000), 1);
+    assert_int_equal(ld_db_exec_script(db, "DELETE FROM api_keys WHERE key_hash = sha256('d')"), LD_OK);
+    assert_int_equal(ld_db_wait(db, 5000), 1);
+    assert_int_equal(ld_db_exec_script(db, "UPDATE apps SET slug = slug"), LD_OK); /* not a key */
+    assert_int_equal(ld_db_wait(db, 200), 0);
+    assert_signature_rule(db);
     remove_dir(dir);
     free(dir);
 }
