@@ -17,7 +17,7 @@ cd "$root"
 jobs=${LW_TEST_JOBS:-$(nproc)}
 # ctest runs twice as many tests as there are cores: the long ones (the four leakd_api parts,
 # e2e_*, quickstart) mostly wait on timeouts, outages, workers and JVMs. On 2 cores the plain
-# pass used ~0.6 of them at -j 2. quickstart, which compiles, counts as 2 (PROCESSORS).
+# pass used ~0.6 of them at -j 2.
 test_jobs=${LW_TEST_JOBS:-$((2 * $(nproc)))}
 
 step() { printf '\n=== %s ===\n' "$*"; }
