@@ -392,7 +392,8 @@ static void sanitize(char *msg) {
         if (*p < 0x20 || *p >= 0x7f) *p = '?';
 }
 
-/* LEAKD_RETRY_DELAY doubled for each attempt before the last one, RETRY_DELAY_MAX_S at most. */
+/* The wait after failed attempt `attempts`: LEAKD_RETRY_DELAY doubled for each attempt after
+ * the first, RETRY_DELAY_MAX_S at most. */
 static int retry_delay(const ld_config *cfg, int attempts) {
     long long d = cfg->retry_delay_s;
     for (int i = 1; i < attempts && d < RETRY_DELAY_MAX_S; i++) d *= 2;
