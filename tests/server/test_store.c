@@ -935,6 +935,9 @@ static void test_failed_attempt_waits_its_delay(void **state) {
     assert_string_equal(v, "queued 1 true true");
     ld_job other;
     assert_int_equal(ld_job_claim(c->db, "host:2", 60, &other), LD_ERR_NOT_FOUND);
+    long due = 0; /* what an idle worker waits for */
+    assert_int_equal(ld_job_next_due(c->db, &due), LD_OK);
+    assert_true(due > 110000 && due <= 120000);
     /* its time has come */
     exec1(c, "UPDATE reports SET lease_until = now() - interval '1 s' WHERE id = $1::uuid", job.report_id);
     ld_job_clear(&job);
@@ -945,6 +948,8 @@ static void test_failed_attempt_waits_its_delay(void **state) {
     assert_string_equal(v, "failed 2 true");
     ld_job_clear(&job);
     assert_int_equal(ld_job_claim(c->db, "host:2", 60, &job), LD_ERR_NOT_FOUND);
+    assert_int_equal(ld_job_next_due(c->db, &due), LD_OK);
+    assert_int_equal(due, -1);
 }
 
 static void test_release_refund(void **state) {
