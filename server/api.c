@@ -546,13 +546,11 @@ static void preflight(ld_req *r) {
 
 static void readyz(ld_req *r) {
     r->route = LD_ROUTE_READYZ;
-    ld_db *db = ld_pool_get(r->srv->pool, 2000);
-    PGresult *res = NULL;
     /* A probe wants its answer within seconds, not after LEAKD_DB_TIMEOUT (30 s): a
      * database that does not answer SELECT 1 within 2 s is not ready. */
-    int was = ld_db_set_timeout(db, 2000);
+    ld_db *db = ld_pool_get_within(r->srv->pool, 2000, 2000);
+    PGresult *res = NULL;
     ld_status st = db ? ld_db_exec(db, &res, "SELECT 1", 0, NULL) : LD_ERR_UNAVAILABLE;
-    ld_db_set_timeout(db, was);
     PQclear(res);
     ld_pool_put(r->srv->pool, db);
     if (st == LD_OK) ld_respond_json(r, 200, json_pack("{s:s}", "status", "ready"));
@@ -738,7 +736,9 @@ char *ld_metrics_render(ld_server *s) {
                "# TYPE leakd_connection_limit gauge\nleakd_connection_limit %u\n", g.connection_limit);
     fprintf(f, "# HELP leakd_workers_alive Analysis worker processes running.\n# TYPE leakd_workers_alive gauge\n");
     fprintf(f, "leakd_workers_alive %d\n", atomic_load(&m->workers_alive));
-    ld_db *db = ld_pool_get(s->pool, 1000);
+    /* Within a scrape's timeout (Prometheus: 10 s) when PostgreSQL hangs, so that
+     * leakd_database_up 0 is seen rather than the whole scrape lost. */
+    ld_db *db = ld_pool_get_within(s->pool, 1000, 2000);
     PGresult *res = NULL;
     /* Every status, 0 included: a series that vanishes at 0 reads as "no data" on a dashboard
      * and never fires an alert on "queued > N for 10 min" going back down. */

@@ -50,6 +50,11 @@ void ld_pool_free(ld_pool *p) {
 }
 
 ld_db *ld_pool_get(ld_pool *p, int wait_ms) {
+    return ld_pool_get_within(p, wait_ms, 0);
+}
+
+ld_db *ld_pool_get_within(ld_pool *p, int wait_ms, int answer_ms) {
+    int timeout_ms = answer_ms > 0 ? answer_ms : p->db_timeout_ms;
     struct timespec deadline;
     clock_gettime(CLOCK_REALTIME, &deadline);
     deadline.tv_sec += wait_ms / 1000;
@@ -76,13 +81,16 @@ ld_db *ld_pool_get(ld_pool *p, int wait_ms) {
     }
     pthread_mutex_unlock(&p->mu);
     if (db) {
+        /* The check waits as long as the caller will: under the pool's 30 s, a probe of a
+         * PostgreSQL that hangs took 35 s (the check, then a reconnect). */
+        ld_db_set_timeout(db, timeout_ms);
         if (ld_db_check(db) == LD_OK) return db;
         ld_db_close(db);
     } else {
         char err[512];
         db = ld_db_connect(p->url, err, sizeof err);
         if (db) {
-            ld_db_set_timeout(db, p->db_timeout_ms);
+            ld_db_set_timeout(db, timeout_ms);
             return db;
         }
         ld_warn("database unreachable: %s", err);
@@ -97,6 +105,7 @@ ld_db *ld_pool_get(ld_pool *p, int wait_ms) {
 void ld_pool_put(ld_pool *p, ld_db *db) {
     if (!db) return;
     int bad = PQstatus(ld_db_conn(db)) != CONNECTION_OK || PQtransactionStatus(ld_db_conn(db)) != PQTRANS_IDLE;
+    if (!bad) ld_db_set_timeout(db, p->db_timeout_ms); /* a caller may have changed it */
     pthread_mutex_lock(&p->mu);
     if (bad) {
         p->open--;

@@ -14,7 +14,13 @@ void ld_pool_free(ld_pool *p);
 /* A checked connection, waiting up to `wait_ms` for a free one. NULL when none could be had
  * (all busy, or PostgreSQL unreachable): the caller answers 503. */
 ld_db *ld_pool_get(ld_pool *p, int wait_ms);
-/* Returns it; a connection that went bad is closed rather than kept. */
+/* The same, with each answer of PostgreSQL awaited `answer_ms` at most instead of the pool's
+ * timeout, the check included, until the connection is put back: for a probe or a scrape,
+ * which must answer within seconds when PostgreSQL hangs (a new connection may still take
+ * libpq's connect_timeout, 5 s). */
+ld_db *ld_pool_get_within(ld_pool *p, int wait_ms, int answer_ms);
+/* Returns it, with the pool's timeout again; a connection that went bad is closed rather than
+ * kept. */
 void ld_pool_put(ld_pool *p, ld_db *db);
 
 #endif

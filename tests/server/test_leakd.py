@@ -3941,6 +3941,27 @@ class T08b_DatabaseHangs(OwnCluster, unittest.TestCase):
         self.assertIn(r.status, (200, 202), r)  # 200: the 503'd one had committed after all
         self.assertEqual(H.psql(db, "SELECT count(*) FROM reports WHERE id = '%s'" % meta["report_id"]), [["1"]])
 
+    def test_probe_and_scrape_answer_within_seconds_of_a_hang(self):
+        # With the default LEAKD_DB_TIMEOUT (30 s), /readyz and /metrics each took 35 s when
+        # PostgreSQL hung: the pool checked its idle connection under the 30 s, then made a new
+        # one (5 s), before the probe's own 2 s applied. A scrape that long is lost to
+        # Prometheus' 10 s scrape timeout, and leakd_database_up 0 is never seen. Now 2 s for
+        # the check, + 5 s (libpq's connect_timeout) when a new connection must be made.
+        cluster, db, app, srv, http_ = self.own_cluster_and_leakd("probe", workers=1)
+        self.assertEqual(http_.get("/readyz").status, 200)
+        self.assertEqual(srv.metrics()["leakd_database_up"], 1)
+        cluster.freeze()
+        self.addCleanup(cluster.thaw)
+        for name, call in (("/readyz", lambda: http_.get("/readyz", timeout=40).status),
+                           ("/metrics", lambda: srv.metrics()["leakd_database_up"])):
+            with self.subTest(name):
+                t0 = time.monotonic()
+                self.assertEqual(call(), 503 if name == "/readyz" else 0)
+                self.assertLess(time.monotonic() - t0, 8.5, name)
+        cluster.thaw()
+        H.wait_for(lambda: http_.get("/readyz").status == 200, 30, what="/readyz green again")
+        H.wait_for(lambda: srv.metrics()["leakd_database_up"] == 1, 10, what="leakd_database_up 1 again")
+
     def test_hung_database_does_not_stop_the_analysis_timeout(self):
         # PostgreSQL hangs (SIGSTOP) under an analysis: with LEAKD_DB_TIMEOUT=1 the worker's
         # renewals give up, and it still kills the analysis at LEAKD_ANALYSIS_TIMEOUT (4 s),
