@@ -21,6 +21,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "utf8.h"
+
 static char log_role[16] = "leakd";
 static ld_log_level log_min = LD_INFO;
 static int log_json;
@@ -253,6 +255,43 @@ static void append_escaped(char *dst, size_t *len_io, size_t cap, const char *ms
     *len_io = n;
 }
 
+/* Appends msg[0..len) to dst as the inside of a JSON string, up to `cap` (whole escapes and
+ * characters only). JSON text is UTF-8 (RFC 8259 8.1): a byte that is not part of a whole,
+ * well-formed character (a client's raw path, a message cut mid-character) is written as
+ * the text \xNN, as the text format writes it; control characters and DEL as \u00NN. */
+static void append_json_escaped(char *dst, size_t *len_io, size_t cap, const char *msg, size_t len) {
+    size_t n = *len_io;
+    for (size_t i = 0; i < len;) {
+        unsigned char c = (unsigned char)msg[i];
+        char esc[8];
+        const char *out = esc;
+        size_t k, adv = 1;
+        if (c == '"' || c == '\\') {
+            esc[0] = '\\';
+            esc[1] = (char)c;
+            k = 2;
+        } else if (c < 0x20 || c == 0x7f) {
+            k = (size_t)snprintf(esc, sizeof esc, "\\u%04x", c);
+        } else if (c < 0x80) {
+            esc[0] = (char)c;
+            k = 1;
+        } else {
+            size_t want = c >= 0xc2 && c <= 0xdf ? 2 : c >= 0xe0 && c <= 0xef ? 3 : c >= 0xf0 && c <= 0xf4 ? 4 : 0;
+            if (want && want <= len - i && ld_utf8_prefix(msg + i, want) == want) {
+                out = msg + i;
+                k = adv = want;
+            } else {
+                k = (size_t)snprintf(esc, sizeof esc, "\\\\x%02x", c);
+            }
+        }
+        if (n + k > cap) break;
+        memcpy(dst + n, out, k);
+        n += k;
+        i += adv;
+    }
+    *len_io = n;
+}
+
 void ld_log(ld_log_level level, const char *fmt, ...) {
     if (level < log_min) return;
     static const char *const names[] = {"debug", "info", "warn", "error"};
@@ -291,11 +330,7 @@ void ld_log(ld_log_level level, const char *fmt, ...) {
         int n = snprintf(line, sizeof line, "{\"time\":\"%s\",\"level\":\"%s\",\"process\":\"%s\",\"pid\":%d,\"msg\":\"", ts,
                          names[level], log_role, pid);
         len = n < 0 ? 0 : (size_t)n;
-        for (const unsigned char *p = (const unsigned char *)msg; *p && len + 8 < sizeof line - 3; p++) {
-            if (*p == '"' || *p == '\\') line[len++] = '\\', line[len++] = (char)*p;
-            else if (*p < 0x20) len += (size_t)snprintf(line + len, 7, "\\u%04x", *p);
-            else line[len++] = (char)*p;
-        }
+        append_json_escaped(line, &len, sizeof line - 3, msg, msg_len);
         line[len++] = '"';
         line[len++] = '}';
     }

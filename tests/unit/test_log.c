@@ -274,6 +274,34 @@ static void test_json_escapes_and_drops_a_trailing_newline(void **state) {
     assert_non_null(strstr(s.text, "\"msg\":\"a\\u000ab\\u000dc\\u0009d\\u0001e\\\\f\\\"g\"}\n"));
 }
 
+/* JSON text is UTF-8: whole characters pass as they are; a byte that is no part of one (a
+ * client's raw path, a message cut mid-character) is written as the text \xNN, and DEL as
+ * \u007f. They were copied raw: Python's json.loads refused such lines (audit, 2026-12-03). */
+static void test_json_lines_are_utf8_whatever_the_message(void **state) {
+    (void)state;
+    ld_log_init("test", "info", "json");
+    ld_info("GET /\xff\xfe a\x7f" "b \xc3\xa9\xe2\x82\xac\xf0\x9f\x90\x9b \xc0\xaf \xed\xa0\x80 \xe2\x82");
+    capture_end();
+    assert_non_null(strstr(s.text, "\"msg\":\"GET /\\\\xff\\\\xfe a\\u007fb \xc3\xa9\xe2\x82\xac\xf0\x9f\x90\x9b "
+                                   "\\\\xc0\\\\xaf \\\\xed\\\\xa0\\\\x80 \\\\xe2\\\\x82\"}\n"));
+}
+
+/* A long message of 2-byte characters is cut at 1,799 bytes, inside one: the half left over
+ * is escaped, never written raw. */
+static void test_json_message_cut_inside_a_character_stays_utf8(void **state) {
+    (void)state;
+    ld_log_init("test", "info", "json");
+    char msg[2000];
+    for (size_t i = 0; i + 1 < sizeof msg; i += 2) memcpy(msg + i, "\xc3\xa9", 2);
+    msg[sizeof msg - 1] = 0;
+    ld_info("%s", msg);
+    capture_end();
+    const char *m = strstr(s.text, "\"msg\":\"");
+    assert_non_null(m);
+    for (const unsigned char *p = (const unsigned char *)m; *p; p++) assert_true(*p != 0xc3 || p[1] == 0xa9);
+    assert_non_null(strstr(s.text, "\xc3\xa9\\\\xc3\"}\n"));
+}
+
 /* cachestat(2) (Linux 6.5; Debian 12's headers predate it): how many of a file's pages in the
  * page cache are dirty. */
 #ifndef __NR_cachestat
@@ -333,6 +361,8 @@ int main(void) {
         cmocka_unit_test_setup_teardown(test_text_drops_a_trailing_newline, setup, teardown),
         cmocka_unit_test_setup_teardown(test_text_escapes_are_cut_whole, setup, teardown),
         cmocka_unit_test_setup_teardown(test_json_escapes_and_drops_a_trailing_newline, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_json_lines_are_utf8_whatever_the_message, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_json_message_cut_inside_a_character_stays_utf8, setup, teardown),
         cmocka_unit_test(test_file_log_is_written_back_as_it_goes),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
