@@ -25,6 +25,9 @@ typedef struct {
 
 #define S(env, flag, field, dflt, help) {env, flag, T_STR, offsetof(ld_config, field), sizeof(((ld_config *)0)->field), dflt, 0, 0, help}
 #define I(env, flag, field, dflt, min, help) {env, flag, T_INT, offsetof(ld_config, field), 0, dflt, min, INT_MAX, help}
+/* a whole number with an upper bound: one that large would exhaust something first (memory,
+ * processes, an int of milliseconds) */
+#define IR(env, flag, field, dflt, min, max, help) {env, flag, T_INT, offsetof(ld_config, field), 0, dflt, min, max, help}
 #define B(env, flag, field, dflt, help) {env, flag, T_INT, offsetof(ld_config, field), 0, dflt, 0, 1, help}
 #define U(env, flag, field, dflt, help) {env, flag, T_U64, offsetof(ld_config, field), 0, dflt, 0, 0, help}
 
@@ -34,7 +37,7 @@ static const setting settings[] = {
     S("LEAKD_METRICS_LISTEN", "--metrics-listen", metrics_listen, "127.0.0.1:9090", "Prometheus /metrics address, or off"),
     S("LEAKD_DATA_DIR", "--data-dir", data_dir, "./leakd-data", "where uploaded dumps are stored"),
     S("LEAKD_MIGRATIONS_DIR", "--migrations-dir", migrations_dir, "", "the numbered SQL files (default: found beside the binary)"),
-    I("LEAKD_WORKERS", "--workers", workers, "0", 0, "analysis worker processes (0 = number of cores)"),
+    IR("LEAKD_WORKERS", "--workers", workers, "0", 0, 1024, "analysis worker processes (0 = number of cores)"),
     U("LEAKD_MAX_UPLOAD_BYTES", "--max-upload-bytes", max_upload_bytes, "1073741824", "largest request body accepted (413 above)"),
     U("LEAKD_MAX_TRACES_BYTES", "--max-traces-bytes", max_traces_bytes, "8388608", "largest traces part"),
     I("LEAKD_QUOTA_REPORTS_PER_MIN", "--quota-reports-per-min", quota_reports_per_min, "60", 0, "uploads per key per minute (0 = no limit)"),
@@ -55,7 +58,7 @@ static const setting settings[] = {
     U("LEAKD_MIN_UPLOAD_RATE", "--min-upload-rate", min_upload_rate, "4096", "bytes/s an upload must keep up after its first 10 s"),
     I("LEAKD_HTTP_THREADS", "--http-threads", http_threads, "0", 0, "event threads serving HTTP (0 = number of cores; more if the connection limit needs: 120 each)"),
     I("LEAKD_DB_POOL", "--db-pool", db_pool, "16", 1, "PostgreSQL connections (and threads) for the requests' blocking steps"),
-    I("LEAKD_DB_TIMEOUT", "--db-timeout", db_timeout_s, "30", 0,
+    IR("LEAKD_DB_TIMEOUT", "--db-timeout", db_timeout_s, "30", 0, 86400,
       "seconds leakd serve waits for one answer of PostgreSQL before it treats the database as down (0 = no limit)"),
     I("LEAKD_DB_WRITERS", "--db-writers", db_writers, "2", 1, "connections that store traces reports in batches"),
     I("LEAKD_DIRECT_UPLOADS", "--direct-uploads", direct_uploads, "16", 0, "heap uploads written with direct I/O at a time (0 = none)"),
@@ -152,7 +155,11 @@ static int set_value(ld_config *c, const setting *s, const char *v, const char *
         return -1;
     }
     if (errno || end == v || *end) {
-        snprintf(err, cap, "%s: \"%s\" is not a %s", from, v, s->k == T_U64 ? "size (a number, optionally with K, M or G)" : "whole number (0 or more)");
+        if (s->k == T_INT && s->max == 1)
+            snprintf(err, cap, "%s: \"%s\" must be 0 or 1", from, v);
+        else
+            snprintf(err, cap, "%s: \"%s\" is not a %s", from, v,
+                     s->k == T_U64 ? "size (a number, optionally with K, M or G)" : "whole number (0 or more)");
         return -1;
     }
     if (s->k == T_INT) {

@@ -335,6 +335,10 @@ static int serve(ld_server *s) {
     setenv("LEAKD_SUPERVISOR_PID", self_pid, 1); /* workers stop if it dies (worker.c) */
     if (ld_metrics_init(&s->metrics) != 0) ld_warn("no shared memory for the workers' metrics: analysis counters are off");
     worker_slot *workers = calloc((size_t)c->workers, sizeof *workers);
+    if (!workers) {
+        ld_error("out of memory for %d workers", c->workers);
+        return 1;
+    }
     for (int i = 0; i < c->workers; i++) start_worker(s, &workers[i], i, 0);
     if (ld_http_start(s, err, sizeof err) != 0) {
         ld_error("%s", err);

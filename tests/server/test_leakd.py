@@ -306,7 +306,12 @@ class T01_Cli(unittest.TestCase):
              'leakd: LEAKD_METRICS_LISTEN: "127.0.0.1:0" is not host:port with a port of 1-65535 (or off)\n'),
             ({"LEAKD_LOG_LEVEL": "verbose"}, 'leakd: LEAKD_LOG_LEVEL must be debug, info, warn or error, not "verbose"\n'),
             ({"LEAKD_KEEP_BLOBS": "5"}, 'leakd: LEAKD_KEEP_BLOBS: "5" must be 0 or 1\n'),
-            ({"LEAKD_WORKERS": "99999999999"}, "leakd: LEAKD_WORKERS: 99999999999 is too large (at most 2147483647)\n"),
+            ({"LEAKD_KEEP_BLOBS": "yes"}, 'leakd: LEAKD_KEEP_BLOBS: "yes" must be 0 or 1\n'),
+            # no more than a machine could run: 2147483647 was a segfault after one worker
+            # started (audit, 2026-12-03), and a day of LEAKD_DB_TIMEOUT in ms overflowed an int
+            ({"LEAKD_WORKERS": "99999999999"}, "leakd: LEAKD_WORKERS: 99999999999 is too large (at most 1024)\n"),
+            ({"LEAKD_WORKERS": "2147483647"}, "leakd: LEAKD_WORKERS: 2147483647 is too large (at most 1024)\n"),
+            ({"LEAKD_DB_TIMEOUT": "2147484"}, "leakd: LEAKD_DB_TIMEOUT: 2147484 is too large (at most 86400)\n"),
             ({"LEAKD_MAX_UPLOAD_BYTES": " 100"}, 'leakd: LEAKD_MAX_UPLOAD_BYTES: " 100" is not a size (a number, optionally with K, M or G)\n'),
             ({"LEAKD_TLS_CERT": "/nonexistent.pem", "LEAKD_TLS_KEY": "/nonexistent.key"},
              "leakd: LEAKD_TLS_CERT: /nonexistent.pem: cannot read it: No such file or directory\n"),
@@ -401,7 +406,7 @@ class T01_Cli(unittest.TestCase):
         ones docs/configuration.md documents, each with its flag: none is added in one place
         only."""
         with open(os.path.join(H.REPO, "server", "config.c"), encoding="utf-8") as f:
-            read = dict(re.findall(r'\{?[SIBU]\("(LEAKD_[A-Z_]+)", "(--[a-z-]+)"', f.read()))
+            read = dict(re.findall(r'\{?(?:[SIBU]|IR)\("(LEAKD_[A-Z_]+)", "(--[a-z-]+)"', f.read()))
         self.assertGreater(len(read), 30)
         rc, out, _ = H.leakd_cli(self.db, "--help")
         self.assertEqual(rc, 0)
