@@ -580,10 +580,26 @@ static void get_report(ld_req *r, const char *id) {
 
 /* Runs again from the top after a wait for the key cache, and on a task thread for the
  * database: every step before those is cheap and repeatable. */
+/* The metrics' route of a known path, whatever its answer: a refused request (a revoked key's
+ * 401, a 403, a 405) was counted as "other" (audit, 2026-12-03), mixed with scanners' 404s. */
+static ld_route route_of(api_path path, const char *method) {
+    switch (path) {
+    case PATH_HEALTHZ: return LD_ROUTE_HEALTHZ;
+    case PATH_READYZ: return LD_ROUTE_READYZ;
+    case PATH_UPLOAD: return LD_ROUTE_UPLOAD;
+    case PATH_REPORT: return LD_ROUTE_REPORT;
+    case PATH_LEAKS: return LD_ROUTE_LEAKS;
+    case PATH_LEAK: return strcmp(method, "PATCH") == 0 ? LD_ROUTE_LEAK_PATCH : LD_ROUTE_LEAK;
+    case PATH_VERSION_LEAKS: return LD_ROUTE_VERSION_LEAKS;
+    default: return LD_ROUTE_OTHER;
+    }
+}
+
 void ld_api_dispatch(ld_req *r) {
     char seg[6][SEG_MAX];
     int n = split_path(r->url, seg, 6);
     api_path path = n < 0 ? PATH_NONE : resolve(seg, n);
+    r->route = route_of(path, r->method);
     /* Path, then method, then key: the first two are public (docs/api.md), so answering them
      * without a key tells nothing; whether an app, a report or a group exists is answered
      * only after the key. */
@@ -602,7 +618,6 @@ void ld_api_dispatch(ld_req *r) {
         return;
     }
     if (path == PATH_HEALTHZ) {
-        r->route = LD_ROUTE_HEALTHZ;
         ld_respond_json(r, 200, json_pack("{s:s}", "status", "ok"));
         return;
     }
@@ -612,7 +627,6 @@ void ld_api_dispatch(ld_req *r) {
     }
     if (path == PATH_UPLOAD) {
         /* it authenticates, and waits for the key cache, by itself */
-        r->route = LD_ROUTE_UPLOAD;
         ld_ingest_begin(r);
         return;
     }
@@ -645,12 +659,10 @@ void ld_api_dispatch(ld_req *r) {
         return;
     }
     if (path == PATH_LEAKS) {
-        r->route = LD_ROUTE_LEAKS;
         list_groups(r, db, app_id, NULL, 0);
     } else if (path == PATH_LEAK && !is_signature(seg[4])) {
         ld_respond_error(r, 400, "bad_request", "a signature is 40 lower-case hex digits");
     } else if (path == PATH_LEAK) {
-        r->route = patch ? LD_ROUTE_LEAK_PATCH : LD_ROUTE_LEAK;
         if (!patch) get_group(r, db, app_id, seg[4]);
         else if (r->content_length > PATCH_MAX) {
             /* judged on its Content-Length, as an upload: not read */
@@ -666,7 +678,6 @@ void ld_api_dispatch(ld_req *r) {
             }
         }
     } else {
-        r->route = LD_ROUTE_VERSION_LEAKS;
         char nw_b[32];
         const char *nw;
         if (arg(r, "new", nw_b, sizeof nw_b, &nw) == 0) {

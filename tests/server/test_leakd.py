@@ -1285,6 +1285,14 @@ class T02_Ingest(ServerCase):
         self.assertEqual(self.upload_traces(app, doc, report_id=meta["report_id"])[1].status, 200)  # repeated (2xx)
         self.assertEqual(self.upload_traces(app, doc, key="lw_ingest_1_" + "x" * 32)[1].status, 401)  # refused (4xx)
         self.assertEqual(self.http.get("/v1/nope", key=app.read).status, 404)  # 4xx, not an upload
+        # refused requests count under their route, not "other" (audit, 2026-12-03)
+        leaks = "/v1/apps/%s/leaks" % app.slug
+        self.assertEqual(self.http.get(leaks).status, 401)
+        self.assertEqual(self.http.get(leaks, key=app.ingest).status, 403)
+        self.assertEqual(self.http.get(leaks + "/NOTASIG", key=app.read).status, 400)
+        self.assertEqual(self.http.request("DELETE", leaks + "/" + "a" * 40, key=app.read, check=False).status, 405)
+        self.assertEqual(self.http.get("/v1/reports/nope").status, 401)
+        self.assertEqual(self.http.request("POST", "/healthz", check=False).status, 405)
         after = self.server.metrics()
 
         def d(name):
@@ -1294,6 +1302,14 @@ class T02_Ingest(ServerCase):
         self.assertEqual(d('leakd_reports_received_total{outcome="refused"}'), 1)
         self.assertEqual(d('leakd_http_requests_total{route="upload",code="401"}'), 1)
         self.assertEqual(d('leakd_http_requests_total{route="other",code="404"}'), 1)
+        self.assertEqual(d('leakd_http_requests_total{route="leaks",code="401"}'), 1)
+        self.assertEqual(d('leakd_http_requests_total{route="leaks",code="403"}'), 1)
+        self.assertEqual(d('leakd_http_requests_total{route="leak",code="400"}'), 1)
+        self.assertEqual(d('leakd_http_requests_total{route="leak",code="405"}'), 1)
+        self.assertEqual(d('leakd_http_requests_total{route="report",code="401"}'), 1)
+        self.assertEqual(d('leakd_http_requests_total{route="healthz",code="405"}'), 1)
+        self.assertEqual(sum(v for k, v in after.items() if k.startswith('leakd_http_requests_total{route="other"')) -
+                         sum(v for k, v in before.items() if k.startswith('leakd_http_requests_total{route="other"')), 1)
         self.assertEqual(d('leakd_http_requests_total{route="upload",code="202"}'), 1)
         self.assertEqual(d('leakd_http_requests_total{route="upload",code="200"}'), 1)
         # every upload answered is in the route's duration histogram
