@@ -115,8 +115,13 @@ static ld_status list_dir(const char *dir, migration **out, size_t *n, char *err
         memcpy(list[count].file, e->d_name, strlen(e->d_name) + 1);
         count++;
     }
-    if (count)
-        qsort(list, count, sizeof *list, cmp_migration);
+    if (count == 0) {
+        /* A wrong LEAKD_MIGRATIONS_DIR (a packaging or path mistake): "up to date at version 0"
+         * on a fresh database, or "upgrade leakd" on a migrated one, said the wrong thing. */
+        seterr(err, cap, "no migration files (NNNN_name.sql) in %s: is LEAKD_MIGRATIONS_DIR right?", dir);
+        goto out;
+    }
+    qsort(list, count, sizeof *list, cmp_migration);
     for (i = 1; i < count; i++) {
         if (list[i].version == list[i - 1].version) {
             seterr(err, cap, "%s: %s and %s have the same version", dir, list[i - 1].file, list[i].file);

@@ -308,6 +308,12 @@ static void test_migrate_files(void **state)
     REQUIRE_DB(db);
     dir = make_dir();
     write_file(dir, "README.md", "not a migration\n");
+    /* no migration file at all: a wrong directory, said as such (it was "version 0") */
+    assert_int_equal(ld_migrations_latest(dir, &version, err, sizeof err), LD_ERR_INVALID);
+    assert_non_null(strstr(err, "no migration files (NNNN_name.sql) in "));
+    assert_int_equal(ld_migrate(db, dir, &applied, &version, err, sizeof err), LD_ERR_INVALID);
+    assert_non_null(strstr(err, "is LEAKD_MIGRATIONS_DIR right?"));
+    assert_int_equal(applied, 0);
     write_file(dir, "0001_one.sql", "CREATE TABLE t1 (x int);\nINSERT INTO t1 VALUES (1);\n");
     write_file(dir, "0003_three.sql", "CREATE TABLE t3 (x int);\nSELEC oops;\n");
     write_file(dir, "0002_two.sql", "CREATE TABLE t2 (x int); CREATE TABLE t2b (y text);");
