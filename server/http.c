@@ -978,10 +978,16 @@ static enum MHD_Result on_metrics(void *cls, struct MHD_Connection *conn, const 
     }
     struct MHD_Response *resp;
     unsigned status = 200;
-    if (strcmp(method, "GET") != 0 || strcmp(url, "/metrics") != 0) {
+    if (strcmp(url, "/metrics") != 0) {
         status = 404;
         resp = MHD_create_response_from_buffer(10, (void *)"not found\n", MHD_RESPMEM_PERSISTENT);
         MHD_add_response_header(resp, "Content-Type", "text/plain");
+    } else if (strcmp(method, "GET") != 0 && strcmp(method, "HEAD") != 0) {
+        /* as the API answers a method a path does not take (HEAD: as GET, without the body) */
+        status = 405;
+        resp = MHD_create_response_from_buffer(19, (void *)"method not allowed\n", MHD_RESPMEM_PERSISTENT);
+        MHD_add_response_header(resp, "Content-Type", "text/plain");
+        MHD_add_response_header(resp, "Allow", "GET, HEAD");
     } else {
         char *text = ld_metrics_render(s);
         resp = MHD_create_response_from_buffer(strlen(text), text, MHD_RESPMEM_MUST_FREE);

@@ -1352,6 +1352,17 @@ class T02_Ingest(ServerCase):
         API.check_response("GET", "/metrics", resp.status, H._Headers(resp.getheaders()), resp.read())
         conn.close()
         self.assertEqual(resp.status, 404)
+        # HEAD as GET without the body; another method 405 (both were 404: audit, 2026-12-03)
+        conn = http.client.HTTPConnection("127.0.0.1", self.server.metrics_port, timeout=5)
+        conn.request("HEAD", "/metrics")
+        resp = conn.getresponse()
+        self.assertEqual((resp.status, resp.getheader("Content-Type"), resp.read()), (200, "text/plain; version=0.0.4", b""))
+        self.assertGreater(int(resp.getheader("Content-Length")), 1000)
+        conn.request("DELETE", "/metrics")
+        resp = conn.getresponse()
+        API.check_response("GET", "/metrics", resp.status, H._Headers(resp.getheaders()), resp.read())
+        self.assertEqual((resp.status, resp.getheader("Allow")), (405, "GET, HEAD"))
+        conn.close()
         # /metrics is not on the API address
         self.assertEqual(self.http.get("/metrics", check=False).status, 404)
 
