@@ -72,7 +72,7 @@ static const setting settings[] = {
     I("LEAKD_ANALYSIS_TIMEOUT", "--analysis-timeout", analysis_timeout_s, "600", 1, "wall-clock limit of one analysis (s)"),
     U("LEAKD_MAX_DECOMPRESSED_BYTES", "--max-decompressed-bytes", max_decompressed, "17179869184", "largest decompressed dump"),
     I("LEAKD_MAX_ATTEMPTS", "--max-attempts", max_attempts, "3", 1, "analysis attempts before a report fails"),
-    I("LEAKD_RETRY_DELAY", "--retry-delay", retry_delay_s, "30", 0,
+    IR("LEAKD_RETRY_DELAY", "--retry-delay", retry_delay_s, "30", 0, 3600,
       "seconds before a crashed or timed-out analysis is tried again, doubled each attempt (0 = at once)"),
     I("LEAKD_LEASE_SECONDS", "--lease-seconds", lease_seconds, "60", 3, "a worker's lease on a report"),
     S("LEAKD_CORS_ORIGINS", "--cors-origins", cors_origins, "", "origins allowed to call the API from a browser (comma-separated, or *)"),

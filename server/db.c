@@ -245,8 +245,10 @@ ld_db *ld_db_connect(const char *url, char *err, size_t err_cap)
     /* client_connection_check_interval: a statement whose answer leakd stopped waiting for
      * (LEAKD_DB_TIMEOUT, then a reset that closes its socket) stops within 2 s, instead of
      * running on, holding its locks, for as long as it takes (PostgreSQL 14+). */
-    const char *vals[] = {"leakd", "5", "-c TimeZone=UTC -c client_connection_check_interval=2000", "UTF8", "1", "10", "5",
-                          "3", url, NULL};
+    /* DateStyle: a last_seen cursor is the timestamp's text, which must read the same
+     * whatever the database's own setting (SQL, DMY wrote 04/12/2026 ..., refused as a cursor). */
+    const char *vals[] = {"leakd", "5", "-c TimeZone=UTC -c DateStyle=ISO,YMD -c client_connection_check_interval=2000",
+                          "UTF8", "1", "10", "5", "3", url, NULL};
     ld_db *db = NULL;
 
     if (err && err_cap)

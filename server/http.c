@@ -691,7 +691,9 @@ static enum MHD_Result queue(ld_req *r) {
     if (r->srv->cfg.cors_origins[0]) MHD_add_response_header(r->resp, "Vary", "Origin");
     MHD_add_response_header(r->resp, "X-Request-Id", r->id);
     ld_metrics_request(&r->srv->metrics, r->route, r->status, mono() - r->started);
-    if (r->status / 100 == 4 && r->route == LD_ROUTE_UPLOAD) atomic_fetch_add(&r->srv->metrics.reports_refused, 1);
+    /* an upload refused: not another method on its path (a 405 is no report) */
+    if (r->status / 100 == 4 && r->route == LD_ROUTE_UPLOAD && strcmp(r->method, "POST") == 0)
+        atomic_fetch_add(&r->srv->metrics.reports_refused, 1);
     enum MHD_Result ok = MHD_queue_response(r->conn, r->status, r->resp);
     MHD_destroy_response(r->resp);
     r->resp = NULL;

@@ -256,6 +256,9 @@ static void raise_fd_limit(const ld_config *c) {
 static ld_db *watch_keys(const ld_config *c) {
     char err[512];
     ld_db *db = ld_db_connect(c->database_url, err, sizeof err);
+    /* A PostgreSQL that hangs just now must not hold the loop in the LISTEN (the connect
+     * itself has libpq's connect_timeout, 5 s); ld_db_wait(.., 0) never blocks after. */
+    ld_db_set_timeout(db, 2000);
     if (db && ld_db_listen(db, "leakd_keys") == LD_OK) return db;
     ld_warn("cannot watch API key changes (%s); a revoked key is refused within 10 s", db ? ld_db_error(db) : err);
     ld_db_close(db);

@@ -312,6 +312,7 @@ class T01_Cli(unittest.TestCase):
             ({"LEAKD_WORKERS": "99999999999"}, "leakd: LEAKD_WORKERS: 99999999999 is too large (at most 1024)\n"),
             ({"LEAKD_WORKERS": "2147483647"}, "leakd: LEAKD_WORKERS: 2147483647 is too large (at most 1024)\n"),
             ({"LEAKD_DB_TIMEOUT": "2147484"}, "leakd: LEAKD_DB_TIMEOUT: 2147484 is too large (at most 86400)\n"),
+            ({"LEAKD_RETRY_DELAY": "3601"}, "leakd: LEAKD_RETRY_DELAY: 3601 is too large (at most 3600)\n"),
             ({"LEAKD_MAX_UPLOAD_BYTES": " 100"}, 'leakd: LEAKD_MAX_UPLOAD_BYTES: " 100" is not a size (a number, optionally with K, M or G)\n'),
             ({"LEAKD_TLS_CERT": "/nonexistent.pem", "LEAKD_TLS_KEY": "/nonexistent.key"},
              "leakd: LEAKD_TLS_CERT: /nonexistent.pem: cannot read it: No such file or directory\n"),
@@ -1293,6 +1294,8 @@ class T02_Ingest(ServerCase):
         self.assertEqual(self.http.request("DELETE", leaks + "/" + "a" * 40, key=app.read, check=False).status, 405)
         self.assertEqual(self.http.get("/v1/reports/nope").status, 401)
         self.assertEqual(self.http.request("POST", "/healthz", check=False).status, 405)
+        # a 405 on the upload's path is no refused upload (review, 2026-12-03)
+        self.assertEqual(self.http.request("GET", "/v1/reports", key=app.ingest, check=False).status, 405)
         after = self.server.metrics()
 
         def d(name):
@@ -1308,12 +1311,13 @@ class T02_Ingest(ServerCase):
         self.assertEqual(d('leakd_http_requests_total{route="leak",code="405"}'), 1)
         self.assertEqual(d('leakd_http_requests_total{route="report",code="401"}'), 1)
         self.assertEqual(d('leakd_http_requests_total{route="healthz",code="405"}'), 1)
+        self.assertEqual(d('leakd_http_requests_total{route="upload",code="405"}'), 1)
         self.assertEqual(sum(v for k, v in after.items() if k.startswith('leakd_http_requests_total{route="other"')) -
                          sum(v for k, v in before.items() if k.startswith('leakd_http_requests_total{route="other"')), 1)
         self.assertEqual(d('leakd_http_requests_total{route="upload",code="202"}'), 1)
         self.assertEqual(d('leakd_http_requests_total{route="upload",code="200"}'), 1)
-        # every upload answered is in the route's duration histogram
-        self.assertEqual(d('leakd_http_request_duration_seconds_count{route="upload"}'), 3)
+        # every request on the path answered is in the route's duration histogram (3 + the 405)
+        self.assertEqual(d('leakd_http_request_duration_seconds_count{route="upload"}'), 4)
         self.assertEqual(after['leakd_http_request_duration_seconds_bucket{route="upload",le="+Inf"}'],
                          after['leakd_http_request_duration_seconds_count{route="upload"}'])
         self.assertEqual(after["leakd_worker_restarts_total"], 0)
@@ -1672,6 +1676,35 @@ class T04_Api(ServerCase):
         self.assertEqual([g["signature"] for g in r.json["leaks"]], [self.lib_sig])
         r = self.http.get("/v1/apps/apiapp/versions/3.0/leaks?new=true", key=self.a.read)
         self.assertEqual(r.json, {"leaks": [], "next_cursor": None})
+
+    def test_cursors_work_whatever_the_databases_datestyle(self):
+        # A last_seen cursor is the timestamp's text. With a database set to DateStyle SQL, DMY
+        # leakd handed out 04/12/2026 00:01:07.776531 UTC|1, which the cursor check then
+        # refused (review, 2026-12-03): its connections now set DateStyle ISO, as TimeZone.
+        db = H.migrated_database()
+        name = H.psql(db, "SELECT current_database()")[0][0]
+        H.psql(db, "ALTER DATABASE \"%s\" SET datestyle = 'SQL, DMY'" % name)
+        app = H.create_app(db, "datestyle")
+        srv = H.Leakd(db, workers=1)
+        self.addCleanup(srv.cleanup)
+        srv.start()
+        http_ = H.Client(srv.port, API)
+        sigs = []
+        for i in range(3):
+            doc = H.traces_doc(H.synthetic_leak("com.example.DsCache%d" % i, "com.example.DsScreen%d" % i))
+            sigs.append(doc["leaks"][0]["signature"])
+            r = http_.upload(app.ingest, H.make_meta("datestyle", mode="traces"), json.dumps(doc).encode(), "traces",
+                             "application/json")
+            self.assertEqual(r.status, 202, r)
+        seen, cursor = [], None
+        for _ in range(4):
+            r = http_.get("/v1/apps/datestyle/leaks?limit=1" + ("&cursor=" + cursor if cursor else ""), key=app.read)
+            self.assertEqual(r.status, 200, r)
+            seen += [g["signature"] for g in r.json["leaks"]]
+            cursor = r.json["next_cursor"]
+            if not cursor:
+                break
+        self.assertEqual(sorted(seen), sorted(sigs))
 
     def test_bad_parameters_400(self):
         for q in ("?status=closed", "?kind=native", "?sort=name", "?limit=0", "?limit=201", "?limit=x",
@@ -3989,7 +4022,7 @@ class T08b_DatabaseHangs(OwnCluster, unittest.TestCase):
             with self.subTest(name):
                 t0 = time.monotonic()
                 self.assertEqual(call(), 503 if name == "/readyz" else 0)
-                self.assertLess(time.monotonic() - t0, 8.5, name)
+                self.assertLess(time.monotonic() - t0, 9.5, name)
         cluster.thaw()
         H.wait_for(lambda: http_.get("/readyz").status == 200, 30, what="/readyz green again")
         H.wait_for(lambda: srv.metrics()["leakd_database_up"] == 1, 10, what="leakd_database_up 1 again")
