@@ -578,8 +578,6 @@ static void get_report(ld_req *r, const char *id) {
     else db_error(r, st, "reading the report");
 }
 
-/* Runs again from the top after a wait for the key cache, and on a task thread for the
- * database: every step before those is cheap and repeatable. */
 /* The metrics' route of a known path, whatever its answer: a refused request (a revoked key's
  * 401, a 403, a 405) was counted as "other" (audit, 2026-12-03), mixed with scanners' 404s. */
 static ld_route route_of(api_path path, const char *method) {
@@ -595,6 +593,8 @@ static ld_route route_of(api_path path, const char *method) {
     }
 }
 
+/* Runs again from the top after a wait for the key cache, and on a task thread for the
+ * database: every step before those is cheap and repeatable. */
 void ld_api_dispatch(ld_req *r) {
     char seg[6][SEG_MAX];
     int n = split_path(r->url, seg, 6);
