@@ -3157,7 +3157,7 @@ class T06_AnalysisTimeout(ServerCase):
         for n, wait in ((1, 1), (2, 2)):
             self.assertIn("report %s: queued again; attempt %d of 3 in %d s" % (rid, n + 1, wait), self.server.log())
             if n in requeued and n + 1 in started:  # both seen (polled every 50 ms)
-                self.assertGreater(started[n + 1] - requeued[n], wait - 0.3, (started, requeued))
+                self.assertGreater(started[n + 1] - requeued[n], wait - 0.5, (started, requeued))  # less each psql's time
         self.assertEqual(err, "analysis timed out after 1 s")
         self.assertIsNone(owner)
         self.assertTrue(seen <= {1, 2, 3} and len(seen) >= 2, seen)
@@ -3284,8 +3284,10 @@ class T07_WorkerLifecycle(ServerCase):
         os.kill(child, signal.SIGABRT)
         os.kill(child, signal.SIGCONT)  # a stopped process takes the signal once it runs
         row = H.wait_for(lambda: (lambda r: r if r and r[0] == "queued" else None)(H.psql(
-            self.db, "SELECT status, attempts, extract(epoch FROM lease_until - now()) FROM reports WHERE id = '%s'"
-            % rid)[0]), 10, interval=0.02, what="the report queued again")
+            # clock_timestamp(): now() is when this query arrived, which under load may be
+            # before the worker's own now() (2.0009 s were left in a fresh-machine run)
+            self.db, "SELECT status, attempts, extract(epoch FROM lease_until - clock_timestamp()) FROM reports"
+                     " WHERE id = '%s'" % rid)[0]), 10, interval=0.02, what="the report queued again")
         self.assertEqual(row[1], "1")
         self.assertTrue(1.0 < float(row[2]) <= 2.0, row)
         t_queued = time.monotonic()
