@@ -545,7 +545,6 @@ static void preflight(ld_req *r) {
 }
 
 static void readyz(ld_req *r) {
-    r->route = LD_ROUTE_READYZ;
     /* A probe wants its answer within seconds, not after LEAKD_DB_TIMEOUT (30 s): a
      * database that does not answer SELECT 1 within 2 s is not ready. */
     ld_db *db = ld_pool_get_within(r->srv->pool, 2000, 2000);
@@ -562,7 +561,6 @@ static void readyz(ld_req *r) {
 
 /* GET /v1/reports/{id} */
 static void get_report(ld_req *r, const char *id) {
-    r->route = LD_ROUTE_REPORT;
     if (!r->who.app_id) {
         /* A report id is unique only within its app, and this path names no app. */
         ld_respond_error(r, 400, "bad_request", "use a key of the report's app to read it");

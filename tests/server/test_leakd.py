@@ -3157,7 +3157,7 @@ class T06_AnalysisTimeout(ServerCase):
         for n, wait in ((1, 1), (2, 2)):
             self.assertIn("report %s: queued again; attempt %d of 3 in %d s" % (rid, n + 1, wait), self.server.log())
             if n in requeued and n + 1 in started:  # both seen (polled every 50 ms)
-                self.assertGreater(started[n + 1] - requeued[n], wait - 0.5, (started, requeued))  # less each psql's time
+                self.assertGreater(started[n + 1] - requeued[n], wait - 0.5, (started, requeued))  # each poll may see it a psql run late
         self.assertEqual(err, "analysis timed out after 1 s")
         self.assertIsNone(owner)
         self.assertTrue(seen <= {1, 2, 3} and len(seen) >= 2, seen)
