@@ -43,7 +43,7 @@ ld_status ld_job_claim(ld_db *db, const char *owner, int lease_seconds, ld_job *
                     " FROM next, apps a"
                     " WHERE r.app_id = next.app_id AND r.id = next.id AND a.id = r.app_id"
                     " RETURNING r.app_id, r.id, a.slug, r.blob_path, r.blob_bytes, r.attempts, r.app_version,"
-                    "   r.build, r.install_id",
+                    "   r.build, r.install_id, r.lost_leases",
                     2, p);
     if (st != LD_OK) goto out;
     if (PQntuples(res) != 1) {
@@ -55,6 +55,7 @@ ld_status ld_job_claim(ld_db *db, const char *owner, int lease_seconds, ld_job *
     job->blob_bytes = strtoll(PQgetvalue(res, 0, 4), NULL, 10);
     job->attempts = (int)strtol(PQgetvalue(res, 0, 5), NULL, 10);
     job->build = strtoll(PQgetvalue(res, 0, 7), NULL, 10);
+    job->lost_leases = (int)strtol(PQgetvalue(res, 0, 9), NULL, 10);
     job->app_slug = dup_value(res, 2);
     job->blob_path = dup_value(res, 3);
     job->app_version = dup_value(res, 6);
@@ -66,6 +67,31 @@ ld_status ld_job_claim(ld_db *db, const char *owner, int lease_seconds, ld_job *
     }
 
 out:
+    PQclear(res);
+    return st;
+}
+
+int ld_job_attempts_used(const ld_job *job) {
+    int used = job->attempts - job->lost_leases;
+    return used > 0 ? used : 0;
+}
+
+ld_status ld_job_lease_lost(ld_db *db, const ld_job *job) {
+    if (!db || !job) return LD_ERR_INVALID;
+    char app[32], attempts[16];
+    snprintf(app, sizeof app, "%" PRId64, job->app_id);
+    snprintf(attempts, sizeof attempts, "%d", job->attempts);
+    const char *p[] = {app, job->report_id, attempts};
+    PGresult *res = NULL;
+    /* Someone claimed it after us (attempts grew) and so took our lease. A worker calls this at
+     * most once for a claim; the bound keeps the latest claim, whose worker has lost nothing
+     * yet, counted whatever happens. */
+    ld_status st = ld_db_exec(db, &res,
+                              "UPDATE reports SET lost_leases = lost_leases + 1"
+                              " WHERE app_id = $1 AND id = $2::uuid AND attempts > $3::int"
+                              "   AND lost_leases < attempts - 1",
+                              3, p);
+    if (st == LD_OK && strcmp(PQcmdTuples(res), "1") != 0) st = LD_ERR_NOT_FOUND;
     PQclear(res);
     return st;
 }
@@ -85,9 +111,10 @@ ld_status ld_job_next_due(ld_db *db, long *ms) {
 
 /* Runs `sql` whose $1..$3 are (app_id, report_id, owner) and whose WHERE clause holds the
  * lease check, with `extra` more parameters from $5 on ($4 = the job's attempts). LD_OK when
- * it changed the row, LD_ERR_NOT_FOUND when the lease was not ours. */
-static ld_status leased_update(ld_db *db, const ld_job *job, const char *owner, const char *sql, int extra,
-                               const char *const *params) {
+ * it changed the row, LD_ERR_NOT_FOUND when the lease was not ours. When `first` is not NULL,
+ * *first = the first column of what the statement returned (a RETURNING), as 0 or 1. */
+static ld_status leased_update_returning(ld_db *db, const ld_job *job, const char *owner, const char *sql, int extra,
+                                         const char *const *params, int *first) {
     if (!db || !job || !owner) return LD_ERR_INVALID;
     char app[32], attempts[16];
     const char *p[8] = {0};
@@ -102,8 +129,15 @@ static ld_status leased_update(ld_db *db, const ld_job *job, const char *owner, 
     PGresult *res = NULL;
     ld_status st = ld_db_exec(db, &res, sql, 4 + extra, p);
     if (st == LD_OK && strcmp(PQcmdTuples(res), "1") != 0) st = LD_ERR_NOT_FOUND;
+    if (st == LD_OK && first)
+        *first = PQntuples(res) == 1 && PQnfields(res) >= 1 && strcmp(PQgetvalue(res, 0, 0), "t") == 0;
     PQclear(res);
     return st;
+}
+
+static ld_status leased_update(ld_db *db, const ld_job *job, const char *owner, const char *sql, int extra,
+                               const char *const *params) {
+    return leased_update_returning(db, job, owner, sql, extra, params, NULL);
 }
 
 #define LEASE_IS_OURS                                                                                              \
@@ -140,22 +174,30 @@ ld_status ld_job_defer(ld_db *db, const ld_job *job, const char *owner, const ch
 }
 
 ld_status ld_job_fail(ld_db *db, const ld_job *job, const char *owner, const char *error, int permanent,
-                      int max_attempts, int retry_after_s) {
+                      int max_attempts, int retry_after_s, int *failed) {
     char max[16], after[16];
     snprintf(max, sizeof max, "%d", max_attempts);
     snprintf(after, sizeof after, "%d", retry_after_s > 0 ? retry_after_s : 0);
     const char *p[] = {error ? error : "", permanent ? "1" : "0", max, after};
-    return leased_update(db, job, owner,
-                         "UPDATE reports SET error = $5, lease_owner = NULL,"
-                         " status = CASE WHEN $6::int = 1 OR attempts >= $7::int THEN 'failed' ELSE 'queued' END,"
-                         " lease_until = CASE WHEN $6::int = 0 AND attempts < $7::int AND $8::int > 0"
-                         "   THEN now() + make_interval(secs => $8::int) END,"
-                         /* when it failed: LEAKD_FAILED_BLOB_DAYS counts from then (it counted
-                          * from received_at, and a dump that had waited in the queue longer
-                          * was deleted seconds after failing) */
-                         " analyzed_at = CASE WHEN $6::int = 1 OR attempts >= $7::int THEN now() ELSE analyzed_at END"
-                         LEASE_IS_OURS,
-                         4, p);
+    int is_failed = 0;
+    /* The attempts used are read from the row, not from the job: a worker that lost its lease
+     * to this claim may have given its attempt back since (ld_job_lease_lost). */
+#define LAST_ATTEMPT "($6::int = 1 OR attempts - lost_leases >= $7::int)"
+    ld_status st = leased_update_returning(
+        db, job, owner,
+        "UPDATE reports SET error = $5, lease_owner = NULL,"
+        " status = CASE WHEN " LAST_ATTEMPT " THEN 'failed' ELSE 'queued' END,"
+        " lease_until = CASE WHEN NOT " LAST_ATTEMPT " AND $8::int > 0"
+        "   THEN now() + make_interval(secs => $8::int) END,"
+        /* when it failed: LEAKD_FAILED_BLOB_DAYS counts from then (it counted
+         * from received_at, and a dump that had waited in the queue longer
+         * was deleted seconds after failing) */
+        " analyzed_at = CASE WHEN " LAST_ATTEMPT " THEN now() ELSE analyzed_at END"
+        LEASE_IS_OURS " RETURNING status = 'failed'",
+        4, p, &is_failed);
+#undef LAST_ATTEMPT
+    if (failed) *failed = st == LD_OK && is_failed;
+    return st;
 }
 
 /* One attempt of ld_job_complete's transaction. */

@@ -18,6 +18,7 @@ typedef struct ld_job {
     char *blob_path;    /* relative to LEAKD_DATA_DIR */
     int64_t blob_bytes;
     int attempts;       /* including this claim */
+    int lost_leases;    /* earlier claims given up by a live worker that lost its lease */
     char *app_version;
     int64_t build;
     char *install_id;
@@ -32,8 +33,19 @@ void ld_job_clear(ld_job *job); /* frees the strings, zeroes the job; NULL is a 
  * `lease_seconds`. Overwrites *job (clear a previous job first) and fills it on LD_OK
  * (ld_job_clear it); on any error *job is zeroed. LD_ERR_NOT_FOUND when nothing is claimable.
  * A job whose lease expired comes back with its attempts counted: the worker fails it
- * (ld_job_fail) when job->attempts > max_attempts instead of analyzing it again. */
+ * (ld_job_fail) when ld_job_attempts_used(job) > max_attempts instead of analyzing it again. */
 ld_status ld_job_claim(ld_db *db, const char *owner, int lease_seconds, ld_job *job);
+
+/* The attempts that count against LEAKD_MAX_ATTEMPTS: the claims, this one included, less
+ * those a live worker gave up when another took over its lease (ld_job_lease_lost), as the
+ * job knew them when claimed. */
+int ld_job_attempts_used(const ld_job *job);
+
+/* For a worker that learned its lease was taken (ld_job_renew or ld_job_complete said
+ * LD_ERR_NOT_FOUND) while it was alive and analyzing: its attempt is given back (lost_leases +
+ * 1), once, when the report has been claimed again since (its attempts grew). LD_ERR_NOT_FOUND
+ * when not (the report is gone, or no one claimed it). */
+ld_status ld_job_lease_lost(ld_db *db, const ld_job *job);
 
 /* When nothing is claimable: *ms = milliseconds until the first report waiting for a time
  * (a retry's delay, a deferral, a lease) becomes claimable, or -1 when none waits. */
@@ -56,11 +68,12 @@ ld_status ld_job_release(ld_db *db, const ld_job *job, const char *owner, int re
 ld_status ld_job_defer(ld_db *db, const ld_job *job, const char *owner, const char *error, int seconds, int refund);
 
 /* Records a failed attempt with `error`: 'failed' when `permanent` (e.g. a parse error) or
- * attempts >= `max_attempts`, else back to 'queued' (the error text is kept), claimable again
- * only after `retry_after_s` when > 0 (lease_until holds the time). Lease cleared.
- * LD_ERR_NOT_FOUND when not ours. */
+ * the attempts used (attempts - lost_leases, as stored now) >= `max_attempts`, else back to
+ * 'queued' (the error text is kept), claimable again only after `retry_after_s` when > 0
+ * (lease_until holds the time). Lease cleared. *failed (when not NULL) = 1 when the report is
+ * 'failed' now. LD_ERR_NOT_FOUND when not ours. */
 ld_status ld_job_fail(ld_db *db, const ld_job *job, const char *owner, const char *error, int permanent,
-                      int max_attempts, int retry_after_s);
+                      int max_attempts, int retry_after_s, int *failed);
 
 /* In one transaction: checks the lease is still ours (else LD_ERR_NOT_FOUND and nothing is
  * written), sets 'done' with result = `rep` as trace JSON, leaks_found and analyzed_at,

@@ -440,7 +440,7 @@ ld_status ld_report_get(ld_db *db, int64_t app_id, const char *report_id, json_t
                     "SELECT json_build_object("
                     "  'id', r.id, 'app', a.slug, 'status', r.status, 'mode', r.mode,"
                     "  'received_at', to_char(r.received_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"'),"
-                    "  'app_version', r.app_version, 'build', r.build, 'attempts', r.attempts,"
+                    "  'app_version', r.app_version, 'build', r.build, 'attempts', GREATEST(r.attempts - r.lost_leases, 0),"
                     "  'error', CASE WHEN r.status = 'failed' THEN r.error END,"
                     "  'analyzed_at', CASE WHEN r.status = 'done' THEN"
                     "    to_char(r.analyzed_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"') END,"

@@ -402,16 +402,21 @@ static int retry_delay(const ld_config *cfg, int attempts) {
 
 static void fail_job(const ld_config *cfg, ld_db *db, ld_job *job, const char *owner, char *msg, int permanent) {
     sanitize(msg);
-    int last = permanent || job->attempts >= cfg->max_attempts;
-    int after = last ? 0 : retry_delay(cfg, job->attempts);
-    ld_metrics_analysis(metrics, last ? LD_ANALYSIS_FAILED : LD_ANALYSIS_RETRIED, 0);
-    ld_status st = ld_job_fail(db, job, owner, msg, permanent, cfg->max_attempts, after);
-    if (st != LD_OK)
+    /* Whether this was the last attempt is the database's to say (ld_job_fail): a worker that
+     * lost its lease to this claim may have given its attempt back since it was made. */
+    int used = ld_job_attempts_used(job);
+    int after = permanent ? 0 : retry_delay(cfg, used);
+    int failed = 0;
+    ld_status st = ld_job_fail(db, job, owner, msg, permanent, cfg->max_attempts, after, &failed);
+    if (st != LD_OK) {
         ld_error("report %s: cannot record its failure (%s: %s); its lease will expire and it will be retried",
                  job->report_id, ld_strerror(st), ld_db_error(db));
-    else if (!last)
-        ld_info("report %s: queued again; attempt %d of %d in %d s", job->report_id, job->attempts + 1,
-                cfg->max_attempts, after);
+        ld_metrics_analysis(metrics, LD_ANALYSIS_RETRIED, 0);
+        return;
+    }
+    ld_metrics_analysis(metrics, failed ? LD_ANALYSIS_FAILED : LD_ANALYSIS_RETRIED, 0);
+    if (!failed)
+        ld_info("report %s: queued again; attempt %d of %d in %d s", job->report_id, used + 1, cfg->max_attempts, after);
 }
 
 /* LD_OK when the report is 'done' by `job`'s own claim: no other claim since (each adds an
@@ -432,14 +437,28 @@ static ld_status done_by(ld_db *db, const ld_job *job) {
     return st;
 }
 
+/* This worker, alive, lost `job`'s lease to another claim: that claim counted an attempt, and
+ * this one, given up, should not count too. */
+static void give_back_lost_lease(ld_db *db, const ld_job *job) {
+    ld_status st = ld_job_lease_lost(db, job);
+    if (st == LD_OK)
+        ld_info("report %s: attempt %d given back (another worker took over the lease)", job->report_id,
+                ld_job_attempts_used(job));
+    else if (st != LD_ERR_NOT_FOUND)
+        ld_warn("report %s: cannot give back the attempt of the lost lease (%s: %s)", job->report_id, ld_strerror(st),
+                ld_db_error(db));
+}
+
 /* Runs one job; the report's fate is written to the database here. */
 static void run_job(const ld_config *cfg, ld_db *db, const char *owner, ld_job *job) {
     char blob[2400], out_path[1300], tmp_dir[1200], space[1100];
-    /* Attempts also grow when a lease expires or a dead worker's lease is freed: a report that
-     * keeps killing its worker must end too. */
-    if (job->attempts > cfg->max_attempts) {
-        ld_warn("report %s: %d attempts; giving up", job->report_id, job->attempts - 1);
-        char msg[] = "analysis gave up after repeated worker crashes or lost leases";
+    /* Attempts also grow when a lease expires and its worker never says it lost it
+     * (ld_job_lease_lost), or a dead worker's lease is freed: a report that keeps killing its
+     * worker must end too. */
+    int used = ld_job_attempts_used(job);
+    if (used > cfg->max_attempts) {
+        ld_warn("report %s: %d attempts; giving up", job->report_id, used - 1);
+        char msg[] = "analysis gave up after repeated worker crashes or expired leases";
         fail_job(cfg, db, job, owner, msg, 1);
         return;
     }
@@ -468,7 +487,7 @@ static void run_job(const ld_config *cfg, ld_db *db, const char *owner, ld_job *
     }
     close(fd);
     ld_info("report %s of %s: analyzing %s (%lld bytes, attempt %d)", job->report_id, job->app_slug, job->blob_path,
-            (long long)job->blob_bytes, job->attempts);
+            (long long)job->blob_bytes, used);
     /* `renewed`: when the lease was last renewed (or claimed), so when it runs out. */
     double t0 = mono(), renewed = t0, next_renew = t0 + cfg->lease_seconds / 3.0;
     int renew_failing = 0;
@@ -528,19 +547,19 @@ static void run_job(const ld_config *cfg, ld_db *db, const char *owner, ld_job *
     if (WIFEXITED(status) && WEXITSTATUS(status) != CHILD_OK) unroot(text, cfg->data_dir);
     char msg[700];
     if (lost) {
-        /* someone else owns it now */
+        give_back_lost_lease(db, job); /* someone else owns it now */
     } else if (stopped) {
         ld_info("report %s: analysis stopped by shutdown; giving it back without using an attempt", job->report_id);
         ld_job_release(db, job, owner, 1);
         ld_metrics_analysis(metrics, LD_ANALYSIS_RELEASED, secs);
     } else if (timed_out) {
         snprintf(msg, sizeof msg, "analysis timed out after %d s", cfg->analysis_timeout_s);
-        ld_warn("report %s: %s (attempt %d of %d)", job->report_id, msg, job->attempts, cfg->max_attempts);
+        ld_warn("report %s: %s (attempt %d of %d)", job->report_id, msg, used, cfg->max_attempts);
         fail_job(cfg, db, job, owner, msg, 0);
     } else if (WIFSIGNALED(status)) {
         snprintf(msg, sizeof msg, "analysis crashed (signal %d%s)", WTERMSIG(status),
                  WTERMSIG(status) == SIGKILL ? ", likely out of memory" : "");
-        ld_warn("report %s: %s (attempt %d of %d)", job->report_id, msg, job->attempts, cfg->max_attempts);
+        ld_warn("report %s: %s (attempt %d of %d)", job->report_id, msg, used, cfg->max_attempts);
         fail_job(cfg, db, job, owner, msg, 0);
     } else if (WEXITSTATUS(status) == CHILD_BAD_INPUT) {
         snprintf(msg, sizeof msg, "the heap dump cannot be analyzed: %.600s", text ? text : "?");
@@ -566,15 +585,15 @@ static void run_job(const ld_config *cfg, ld_db *db, const char *owner, ld_job *
             ld_error("report %s: cannot put it back (%s); its lease will expire and it will be retried", job->report_id,
                      ld_db_error(db));
     } else if (WEXITSTATUS(status) == CHILD_NO_ROOM_UNSTATED) {
-        if (job->attempts >= cfg->max_attempts) {
+        if (used >= cfg->max_attempts) {
             snprintf(msg, sizeof msg, "the heap dump cannot be analyzed: %.600s", text ? text : "?");
-            ld_warn("report %s: %s (attempt %d of %d)", job->report_id, msg, job->attempts, cfg->max_attempts);
+            ld_warn("report %s: %s (attempt %d of %d)", job->report_id, msg, used, cfg->max_attempts);
             fail_job(cfg, db, job, owner, msg, 1);
         } else {
             snprintf(msg, sizeof msg, "%.500s; trying again in %d s", text ? text : "not enough free disk",
                      NO_ROOM_RETRY_S);
             sanitize(msg);
-            ld_warn("report %s: %s (attempt %d of %d)", job->report_id, msg, job->attempts, cfg->max_attempts);
+            ld_warn("report %s: %s (attempt %d of %d)", job->report_id, msg, used, cfg->max_attempts);
             ld_metrics_analysis(metrics, LD_ANALYSIS_RETRIED, secs);
             if (ld_job_defer(db, job, owner, msg, NO_ROOM_RETRY_S, 0) != LD_OK)
                 ld_error("report %s: cannot put it back (%s); its lease will expire and it will be retried",
@@ -590,7 +609,7 @@ static void run_job(const ld_config *cfg, ld_db *db, const char *owner, ld_job *
         else /* not one of ours: something in the child exited for it (a sanitizer's report, say) */
             snprintf(msg, sizeof msg, "analysis ended with exit status %d%s%.500s", code, text && *text ? ": " : "",
                      text ? text : "");
-        ld_warn("report %s: %s (attempt %d of %d)", job->report_id, msg, job->attempts, cfg->max_attempts);
+        ld_warn("report %s: %s (attempt %d of %d)", job->report_id, msg, used, cfg->max_attempts);
         fail_job(cfg, db, job, owner, msg, 0);
     } else {
         lw_leak_report *rep = NULL;
@@ -635,8 +654,10 @@ static void run_job(const ld_config *cfg, ld_db *db, const char *owner, ld_job *
                         ld_warn("report %s: blob deleted, but its path could not be cleared", job->report_id);
                 }
             }
-            else if (st == LD_ERR_NOT_FOUND)
+            else if (st == LD_ERR_NOT_FOUND) {
                 ld_warn("report %s: finished after losing the lease; the result is dropped", job->report_id);
+                give_back_lost_lease(db, job);
+            }
             else if (st == LD_ERR_INVALID) {
                 snprintf(msg, sizeof msg, "%.600s", ld_db_error(db));
                 ld_error("report %s: %s", job->report_id, msg);

@@ -585,6 +585,10 @@ static void test_migrations_keep_data(void **state)
     assert_int_equal(ld_db_exec_script(db, "UPDATE apps SET slug = slug"), LD_OK); /* not a key */
     assert_int_equal(ld_db_wait(db, 200), 0);
     assert_signature_rule(db);
+    /* 0016: the attempts a live worker gave back when it lost its lease; none for a report that
+     * was there before. */
+    migrate_to(db, dir, "0016_lost_leases.sql", 16);
+    assert_query(db, "SELECT (count(*) > 0 AND bool_and(lost_leases = 0))::text FROM reports", "true");
     remove_dir(dir);
     free(dir);
 }

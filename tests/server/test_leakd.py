@@ -3899,6 +3899,38 @@ class T08_DatabaseDown(OwnCluster, unittest.TestCase):
         self.assertEqual(row()[:2], ["done", "1"])
         self.assertNotIn("lost its lease", srv.log())
 
+    def test_a_worker_that_loses_its_lease_gives_its_attempt_back(self):
+        """Another worker takes over the lease of an analysis under way (here one of another
+        host, written by hand: what a worker does to a lease that lapsed while PostgreSQL was
+        down longer than it). The worker that lost it gives up its analysis and its attempt:
+        the report has used one attempt, not two, and fails only after LEAKD_MAX_ATTEMPTS
+        attempts of its own. Both claims used to count."""
+        cluster, db, app, srv, http_ = self.own_cluster_and_leakd("lost", workers=1, lease_seconds=3)
+        meta = H.make_meta("lost")
+        rid = meta["report_id"]
+        self.assertEqual(http_.upload_file(app.ingest, meta, INPUTS.slow_heap()).status, 202)
+        row = lambda: H.psql(db, "SELECT status, attempts, lost_leases, lease_owner FROM reports WHERE id = '%s'" % rid)[0]
+        first = H.wait_for(lambda: (lambda r: r if r[0] == "analyzing" and r[3] else None)(row()), 30, interval=0.02,
+                           what="the worker to claim the report")
+        worker = int(first[3].rsplit(":", 1)[1])
+        child = H.wait_for(lambda: analysis_child(worker), 5, interval=0.01, what="the analysis child")
+        os.kill(child, signal.SIGSTOP)  # the analysis stays under way
+        self.addCleanup(lambda: _kill_quietly(child))
+        H.psql(db, "UPDATE reports SET attempts = attempts + 1, lease_owner = 'elsewhere:1',"
+                   " lease_until = now() + interval '1 hour' WHERE id = '%s'" % rid)
+        H.wait_for(lambda: "report %s: attempt 1 given back" % rid in srv.log(), 5, interval=0.05,
+                   what="the attempt given back\n" + srv.log()[-2000:])
+        self.assertIn("report %s: lost its lease; abandoning the analysis" % rid, srv.log())
+        self.assertEqual(row(), ["analyzing", "2", "1", "elsewhere:1"])
+        self.assertEqual(http_.get("/v1/reports/" + rid, key=app.read).json["attempts"], 1)
+        # The other host dies: its lease lapses, this worker claims the report again and
+        # analyzes it, at its second attempt.
+        H.psql(db, "UPDATE reports SET lease_until = now() - interval '1 s' WHERE id = '%s'" % rid)
+        H.wait_for(lambda: row()[0] == "done", 90, interval=0.25, what="the analysis stored\n" + srv.log()[-2000:])
+        self.assertEqual(row()[:3], ["done", "3", "1"])
+        self.assertEqual(http_.get("/v1/reports/" + rid, key=app.read).json["attempts"], 2)
+        self.assertRegex(srv.log(), r"report %s of lost: analyzing \S+ \(\d+ bytes, attempt 2\)" % rid)
+
     def test_idle_worker_reconnects_within_10_s(self):
         # The idle worker's reconnect backoff stops at 10 s (it went 1, 2, 4, 8, 16, 32 s, meant
         # to stop at 30), so a report uploaded when the database is back waits at most that.

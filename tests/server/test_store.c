@@ -856,7 +856,7 @@ static void test_expired_lease(void **state) {
     lw_leak_report *rep = parse_report(json);
     assert_int_equal(ld_job_complete(c->db, &a, "host:a", rep), LD_ERR_NOT_FOUND);
     assert_int_equal(scalar(c, "SELECT count(*) FROM leak_groups", NULL), 0);
-    assert_int_equal(ld_job_fail(c->db, &a, "host:a", "x", 1, 3, 0), LD_ERR_NOT_FOUND);
+    assert_int_equal(ld_job_fail(c->db, &a, "host:a", "x", 1, 3, 0, NULL), LD_ERR_NOT_FOUND);
     assert_int_equal(ld_job_release(c->db, &a, "host:a", 1), LD_ERR_NOT_FOUND);
     char v[64];
     report_field(c, a.report_id, "status || ' ' || lease_owner || ' ' || attempts", v, sizeof v);
@@ -876,6 +876,73 @@ static void test_expired_lease(void **state) {
     free(json);
 }
 
+static void expire_lease(ctx *c, const char *report_id) {
+    exec1(c, "UPDATE reports SET lease_until = now() - interval '1 second' WHERE id = $1::uuid", report_id);
+}
+
+/* A live worker that lost its lease to another claim gives its attempt back: the report has
+ * used one attempt for one analysis, not two, and fails only after LEAKD_MAX_ATTEMPTS attempts
+ * that were its own. */
+static void test_lost_lease_gives_its_attempt_back(void **state) {
+    ctx *c = *state;
+    int64_t app = create_app(c, "app-one");
+    make_queued(c, app, 1, 10);
+    ld_job a, b, d;
+    char v[64];
+    assert_int_equal(ld_job_claim(c->db, "host:a", 60, &a), LD_OK);
+    /* nobody took it: nothing to give back, and the lease is still a's to renew */
+    expire_lease(c, a.report_id);
+    assert_int_equal(ld_job_lease_lost(c->db, &a), LD_ERR_NOT_FOUND);
+    assert_int_equal(ld_job_claim(c->db, "host:b", 60, &b), LD_OK);
+    assert_int_equal(b.attempts, 2);
+    assert_int_equal(ld_job_attempts_used(&b), 2); /* what b knew when it claimed */
+    /* a learns it lost the lease: once, however often it says so */
+    assert_int_equal(ld_job_renew(c->db, &a, "host:a", 60), LD_ERR_NOT_FOUND);
+    assert_int_equal(ld_job_lease_lost(c->db, &a), LD_OK);
+    assert_int_equal(ld_job_lease_lost(c->db, &a), LD_ERR_NOT_FOUND);
+    report_field(c, a.report_id, "attempts || ' ' || lost_leases", v, sizeof v);
+    assert_string_equal(v, "2 1");
+    json_t *obj = NULL;
+    assert_int_equal(ld_report_get(c->db, app, a.report_id, &obj), LD_OK);
+    assert_int_equal(json_integer_value(json_object_get(obj, "attempts")), 1);
+    json_decref(obj);
+    /* b's analysis crashes. With at most 2 attempts it was the report's last (2 claims) and
+     * the report failed; it is its first, and the report is queued again. */
+    int failed = -1;
+    assert_int_equal(ld_job_fail(c->db, &b, "host:b", "crash 1", 0, 2, 0, &failed), LD_OK);
+    assert_int_equal(failed, 0);
+    report_field(c, a.report_id, "status || ' ' || attempts || ' ' || lost_leases", v, sizeof v);
+    assert_string_equal(v, "queued 2 1");
+    assert_int_equal(ld_job_claim(c->db, "host:b", 60, &d), LD_OK);
+    assert_int_equal(d.attempts, 3);
+    assert_int_equal(ld_job_attempts_used(&d), 2);
+    assert_int_equal(ld_job_fail(c->db, &d, "host:b", "crash 2", 0, 2, 0, &failed), LD_OK);
+    assert_int_equal(failed, 1);
+    report_field(c, a.report_id, "status || ' ' || error", v, sizeof v);
+    assert_string_equal(v, "failed crash 2");
+    ld_job_clear(&a);
+    ld_job_clear(&b);
+    ld_job_clear(&d);
+
+    /* Two lost leases in a row, told in either order: both given back, the latest claim not. */
+    make_queued(c, app, 2, 10);
+    ld_job x, y, z;
+    assert_int_equal(ld_job_claim(c->db, "host:x", 60, &x), LD_OK);
+    expire_lease(c, x.report_id);
+    assert_int_equal(ld_job_claim(c->db, "host:y", 60, &y), LD_OK);
+    expire_lease(c, y.report_id);
+    assert_int_equal(ld_job_claim(c->db, "host:z", 60, &z), LD_OK);
+    assert_int_equal(ld_job_lease_lost(c->db, &y), LD_OK);
+    assert_int_equal(ld_job_lease_lost(c->db, &x), LD_OK);
+    assert_int_equal(ld_job_lease_lost(c->db, &z), LD_ERR_NOT_FOUND); /* z holds it */
+    report_field(c, z.report_id, "attempts || ' ' || lost_leases || ' ' || lease_owner", v, sizeof v);
+    assert_string_equal(v, "3 2 host:z");
+    assert_int_equal(ld_job_renew(c->db, &z, "host:z", 60), LD_OK);
+    ld_job_clear(&x);
+    ld_job_clear(&y);
+    ld_job_clear(&z);
+}
+
 static void test_fail_and_retry(void **state) {
     ctx *c = *state;
     int64_t app = create_app(c, "app-one");
@@ -887,7 +954,7 @@ static void test_fail_and_retry(void **state) {
         assert_int_equal(job.attempts, attempt);
         char msg[32];
         snprintf(msg, sizeof msg, "crash %d", attempt);
-        assert_int_equal(ld_job_fail(c->db, &job, "host:1", msg, 0, 3, 0), LD_OK);
+        assert_int_equal(ld_job_fail(c->db, &job, "host:1", msg, 0, 3, 0, NULL), LD_OK);
         /* analyzed_at: when it failed, once it has (the failed dumps' days count from then) */
         report_field(c, job.report_id,
                      "status || ' ' || error || ' ' || (lease_owner IS NULL) || ' ' || "
@@ -906,7 +973,7 @@ static void test_fail_and_retry(void **state) {
     /* a permanent failure (parse error) fails at the first attempt */
     make_queued(c, app, 2, 5);
     assert_int_equal(ld_job_claim(c->db, "host:1", 60, &job), LD_OK);
-    assert_int_equal(ld_job_fail(c->db, &job, "host:1", "bad HPROF at offset 12", 1, 3, 60), LD_OK);
+    assert_int_equal(ld_job_fail(c->db, &job, "host:1", "bad HPROF at offset 12", 1, 3, 60, NULL), LD_OK);
     report_field(c, job.report_id, "status || ' ' || attempts || ' ' || (analyzed_at IS NOT NULL)", v, sizeof v);
     assert_string_equal(v, "failed 1 true");
     json_t *obj = NULL;
@@ -927,7 +994,7 @@ static void test_failed_attempt_waits_its_delay(void **state) {
     ld_job job;
     char v[128];
     assert_int_equal(ld_job_claim(c->db, "host:1", 60, &job), LD_OK);
-    assert_int_equal(ld_job_fail(c->db, &job, "host:1", "crash 1", 0, 2, 120), LD_OK);
+    assert_int_equal(ld_job_fail(c->db, &job, "host:1", "crash 1", 0, 2, 120, NULL), LD_OK);
     report_field(c, job.report_id,
                  "status || ' ' || attempts || ' ' || (lease_owner IS NULL) || ' ' || "
                  "(lease_until BETWEEN now() + interval '119 s' AND now() + interval '121 s')",
@@ -943,7 +1010,7 @@ static void test_failed_attempt_waits_its_delay(void **state) {
     ld_job_clear(&job);
     assert_int_equal(ld_job_claim(c->db, "host:2", 60, &job), LD_OK);
     assert_int_equal(job.attempts, 2);
-    assert_int_equal(ld_job_fail(c->db, &job, "host:2", "crash 2", 0, 2, 240), LD_OK);
+    assert_int_equal(ld_job_fail(c->db, &job, "host:2", "crash 2", 0, 2, 240, NULL), LD_OK);
     report_field(c, job.report_id, "status || ' ' || attempts || ' ' || (lease_until IS NULL)", v, sizeof v);
     assert_string_equal(v, "failed 2 true");
     ld_job_clear(&job);
@@ -1208,7 +1275,7 @@ static void test_report_get(void **state) {
     /* a retried (not yet failed) job shows no error */
     ld_job job;
     assert_int_equal(ld_job_claim(c->db, "h:1", 60, &job), LD_OK);
-    assert_int_equal(ld_job_fail(c->db, &job, "h:1", "timeout", 0, 3, 0), LD_OK);
+    assert_int_equal(ld_job_fail(c->db, &job, "h:1", "timeout", 0, 3, 0, NULL), LD_OK);
     ld_job_clear(&job);
     assert_int_equal(ld_report_get(c->db, app, id, &o), LD_OK);
     assert_string_equal(json_string_value(json_object_get(o, "status")), "queued");
@@ -1265,6 +1332,7 @@ int main(void) {
         cmocka_unit_test_setup(test_claim_oldest, test_setup),
         cmocka_unit_test_setup(test_skip_locked, test_setup),
         cmocka_unit_test_setup(test_expired_lease, test_setup),
+        cmocka_unit_test_setup(test_lost_lease_gives_its_attempt_back, test_setup),
         cmocka_unit_test_setup(test_fail_and_retry, test_setup),
         cmocka_unit_test_setup(test_failed_attempt_waits_its_delay, test_setup),
         cmocka_unit_test_setup(test_release_refund, test_setup),
