@@ -76,24 +76,35 @@ int ld_job_attempts_used(const ld_job *job) {
     return used > 0 ? used : 0;
 }
 
-ld_status ld_job_lease_lost(ld_db *db, const ld_job *job) {
+/* Runs `sql` on the job's report, whose $1..$3 are (app_id, report_id, the job's attempts):
+ * LD_OK when it read or changed exactly one row, LD_ERR_NOT_FOUND when none. */
+static ld_status job_statement(ld_db *db, const ld_job *job, const char *sql) {
     if (!db || !job) return LD_ERR_INVALID;
     char app[32], attempts[16];
     snprintf(app, sizeof app, "%" PRId64, job->app_id);
     snprintf(attempts, sizeof attempts, "%d", job->attempts);
     const char *p[] = {app, job->report_id, attempts};
     PGresult *res = NULL;
-    /* Someone claimed it after us (attempts grew) and so took our lease. A worker calls this at
-     * most once for a claim; the bound keeps the latest claim, whose worker has lost nothing
-     * yet, counted whatever happens. */
-    ld_status st = ld_db_exec(db, &res,
-                              "UPDATE reports SET lost_leases = lost_leases + 1"
-                              " WHERE app_id = $1 AND id = $2::uuid AND attempts > $3::int"
-                              "   AND lost_leases < attempts - 1",
-                              3, p);
+    ld_status st = ld_db_exec(db, &res, sql, 3, p);
     if (st == LD_OK && strcmp(PQcmdTuples(res), "1") != 0) st = LD_ERR_NOT_FOUND;
     PQclear(res);
     return st;
+}
+
+ld_status ld_job_lease_lost(ld_db *db, const ld_job *job) {
+    /* Someone claimed it after us (attempts grew) and so took our lease. A worker calls this at
+     * most once for a claim; the bound keeps the latest claim, whose worker has lost nothing
+     * yet, counted whatever happens. */
+    return job_statement(db, job,
+                         "UPDATE reports SET lost_leases = lost_leases + 1"
+                         " WHERE app_id = $1 AND id = $2::uuid AND attempts > $3::int"
+                         "   AND lost_leases < attempts - 1");
+}
+
+ld_status ld_job_done_by(ld_db *db, const ld_job *job) {
+    return job_statement(db, job,
+                         "SELECT 1 FROM reports WHERE app_id = $1 AND id = $2::uuid AND status = 'done'"
+                         " AND attempts = $3::int AND lease_owner IS NULL");
 }
 
 ld_status ld_job_next_due(ld_db *db, long *ms) {

@@ -47,6 +47,11 @@ int ld_job_attempts_used(const ld_job *job);
  * when not (the report is gone, or no one claimed it). */
 ld_status ld_job_lease_lost(ld_db *db, const ld_job *job);
 
+/* LD_OK when the report is 'done' by `job`'s own claim: no other claim since (each adds an
+ * attempt) and no lease left; for a worker whose COMMIT's answer was lost. LD_ERR_NOT_FOUND
+ * when not, or another status when it cannot be told. */
+ld_status ld_job_done_by(ld_db *db, const ld_job *job);
+
 /* When nothing is claimable: *ms = milliseconds until the first report waiting for a time
  * (a retry's delay, a deferral, a lease) becomes claimable, or -1 when none waits. */
 ld_status ld_job_next_due(ld_db *db, long *ms);

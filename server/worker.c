@@ -419,24 +419,6 @@ static void fail_job(const ld_config *cfg, ld_db *db, ld_job *job, const char *o
         ld_info("report %s: queued again; attempt %d of %d in %d s", job->report_id, used + 1, cfg->max_attempts, after);
 }
 
-/* LD_OK when the report is 'done' by `job`'s own claim: no other claim since (each adds an
- * attempt, and only this one's could be given back) and no lease left. LD_ERR_NOT_FOUND when
- * not, or another status when it cannot be told. */
-static ld_status done_by(ld_db *db, const ld_job *job) {
-    char app[32], attempts[16];
-    snprintf(app, sizeof app, "%" PRId64, job->app_id);
-    snprintf(attempts, sizeof attempts, "%d", job->attempts);
-    const char *p[] = {app, job->report_id, attempts};
-    PGresult *res = NULL;
-    ld_status st = ld_db_exec(db, &res,
-                              "SELECT 1 FROM reports WHERE app_id = $1 AND id = $2::uuid AND status = 'done'"
-                              " AND attempts = $3::int AND lease_owner IS NULL",
-                              3, p);
-    if (st == LD_OK && PQntuples(res) != 1) st = LD_ERR_NOT_FOUND;
-    PQclear(res);
-    return st;
-}
-
 /* This worker, alive, lost `job`'s lease to another claim: that claim counted an attempt, and
  * this one, given up, should not count too. */
 static void give_back_lost_lease(ld_db *db, const ld_job *job) {
@@ -639,7 +621,7 @@ static void run_job(const ld_config *cfg, ld_db *db, const char *owner, ld_job *
             ld_db_set_timeout(db, was);
             /* The lease is gone after a completion whose answer never came: that COMMIT may have
              * been done all the same, and then the report is done by this very attempt. */
-            if (st == LD_ERR_NOT_FOUND && unanswered && done_by(db, job) == LD_OK) {
+            if (st == LD_ERR_NOT_FOUND && unanswered && ld_job_done_by(db, job) == LD_OK) {
                 ld_info("report %s: its result was stored after all (the answer to its COMMIT was lost)", job->report_id);
                 st = LD_OK;
             }
