@@ -358,6 +358,10 @@ static void store_heap_locked(ld_req *r, ld_db *db, ld_report_in *rin) {
     int created = 0;
     ld_status st = ld_report_insert_queued(db, rin, &created);
     if (st == LD_OK) {
+        /* Not created under the lock: the row is a traces report of this id, stored between
+         * the check above and the insert (the report writer takes no lock). No row names the
+         * blob, which stayed in blobs/ for ever (audit 2026-12-04). */
+        if (!created) unlink(final);
         answer_report(r, db, created);
         return;
     }
