@@ -108,6 +108,10 @@ static int check_meta(ld_req *r) {
         return -1;
     }
     const char *install = m->install_id;
+    if (m->install_id_bad) {
+        fail(r, 400, "bad_meta", "meta.device must be an object, and its install_id a string");
+        return -1;
+    }
     if (install && m->install_id_len > 64) {
         fail(r, 400, "bad_meta", "meta.device.install_id must be at most 64 bytes");
         return -1;

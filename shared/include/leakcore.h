@@ -271,7 +271,9 @@ LW_CORE_API lw_status lw_leak_report_from_json(const char *text, size_t len, con
  * rules (a UUID, a known mode, lengths) are the server's. A string member that is absent or
  * not a string is NULL; `app_version_bad` / `build_bad` say that member is present with
  * another type. `install_id` is `device.install_id` when `device` is an object and it is a
- * string. The strings are NUL-terminated and live until lw_report_meta_free. */
+ * string; `install_id_bad` says `device` is not an object, or its `install_id` not a string
+ * (null, for either, is taken for absent). The strings are NUL-terminated and live until
+ * lw_report_meta_free. */
 typedef struct lw_report_meta {
     const char *report_id;
     const char *app;
@@ -284,6 +286,7 @@ typedef struct lw_report_meta {
     int64_t build;
     const char *install_id;
     size_t install_id_len;
+    int install_id_bad;
     void *doc_;        /* the parsed document the strings point into */
 } lw_report_meta;
 

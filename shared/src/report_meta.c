@@ -44,7 +44,17 @@ lw_status lw_report_meta_parse(const char *text, size_t len, lw_report_meta *out
         out->build_bad = !out->has_build;
         out->build = out->has_build ? jr->v[b].num : 0;
     }
-    out->install_id = member_string(jr, lw__jr_get(jr, 0, "device"), "install_id", &out->install_id_len, NULL);
+    /* null is taken for absent, here only: a device may have no install id to give */
+    long dev = lw__jr_get(jr, 0, "device");
+    if (dev >= 0 && jr->v[dev].type != LW__JR_NULL) {
+        if (jr->v[dev].type != LW__JR_OBJECT) {
+            out->install_id_bad = 1;
+        } else {
+            long id = lw__jr_get(jr, dev, "install_id");
+            if (id >= 0 && jr->v[id].type != LW__JR_NULL)
+                out->install_id = member_string(jr, dev, "install_id", &out->install_id_len, &out->install_id_bad);
+        }
+    }
     return LW_OK;
 }
 

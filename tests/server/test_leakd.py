@@ -952,6 +952,10 @@ class T02_Ingest(ServerCase):
             ("build a string", [("meta", J, m(build="12")), ("traces", J, body)], "bad_meta"),
             ("app_version too long", [("meta", J, m(version="v" * 129)), ("traces", J, body)], "bad_meta"),
             ("install_id too long", [("meta", J, m(install_id="i" * 65)), ("traces", J, body)], "bad_meta"),
+            # were taken for no device, 202 (audit 2026-12-04)
+            ("install_id a number", [("meta", J, m(device={"install_id": 42})), ("traces", J, body)], "bad_meta"),
+            ("device a string", [("meta", J, m(device="dev-1")), ("traces", J, body)], "bad_meta"),
+            ("device an array", [("meta", J, m(device=[])), ("traces", J, body)], "bad_meta"),
             # required by the wire protocol: before, "" and build 0 were stored, and became the
             # first version of every group the report touched (an install id is optional:
             # T03_Grouping.test_report_without_install_id_is_not_a_device)
@@ -1594,12 +1598,15 @@ class T03_Grouping(ServerCase):
     def test_report_without_install_id_is_not_a_device(self):
         app = self.new_app()
         doc = H.traces_doc(H.synthetic_leak("com.example.Anon", "com.example.Screen"))
-        meta = H.make_meta(app.slug, mode="traces")
-        del meta["device"]
-        r = self.http.upload(app.ingest, meta, json.dumps(doc).encode(), "traces", "application/json")
-        self.assertEqual(r.status, 202, r)
-        g = self.http.get("/v1/apps/%s/leaks/%s" % (app.slug, doc["leaks"][0]["signature"]), key=app.read).json
-        self.assertEqual((g["occurrences"], g["devices"]), (1, 0))
+        # no device, a null one, or a null install id
+        for n, device in enumerate([None, {"device": None}, {"device": {"install_id": None, "model": "VM"}}], 1):
+            meta = H.make_meta(app.slug, mode="traces")
+            del meta["device"]
+            meta.update(device or {})
+            r = self.http.upload(app.ingest, meta, json.dumps(doc).encode(), "traces", "application/json")
+            self.assertEqual(r.status, 202, r)
+            g = self.http.get("/v1/apps/%s/leaks/%s" % (app.slug, doc["leaks"][0]["signature"]), key=app.read).json
+            self.assertEqual((g["occurrences"], g["devices"]), (n, 0))
 
     def test_a_report_of_a_thousand_new_leaks_is_stored_at_once(self):
         """The largest traces report the parser takes (1,000 leaks of 7 ten-element traces,

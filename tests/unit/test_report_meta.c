@@ -52,6 +52,7 @@ static void test_absent_and_wrong_types(void **state) {
     assert_false(m.has_build);
     assert_false(m.build_bad);
     assert_null(m.install_id);
+    assert_false(m.install_id_bad);
     lw_report_meta_free(&m);
     /* Present with another type: strings read as absent; app_version and build say so. */
     assert_int_equal(parse("{\"report_id\":7,\"app\":null,\"mode\":[\"traces\"],\"app_version\":2.3,"
@@ -66,6 +67,7 @@ static void test_absent_and_wrong_types(void **state) {
     assert_false(m.has_build);
     assert_true(m.build_bad);
     assert_null(m.install_id);
+    assert_true(m.install_id_bad);
     lw_report_meta_free(&m);
     /* A real is not an integer; a negative integer is one (the server refuses it). */
     assert_int_equal(parse("{\"build\":12.0}", &m, &err), LW_OK);
@@ -75,6 +77,21 @@ static void test_absent_and_wrong_types(void **state) {
     assert_true(m.has_build);
     assert_int_equal(m.build, -1);
     assert_null(m.install_id); /* device is not an object */
+    assert_true(m.install_id_bad);
+    lw_report_meta_free(&m);
+    assert_int_equal(parse("{\"device\":[]}", &m, &err), LW_OK);
+    assert_true(m.install_id_bad);
+    lw_report_meta_free(&m);
+    /* null, for the device or its install id, is none: a report that counts no device */
+    assert_int_equal(parse("{\"device\":null}", &m, &err), LW_OK);
+    assert_false(m.install_id_bad);
+    lw_report_meta_free(&m);
+    assert_int_equal(parse("{\"device\":{\"install_id\":null}}", &m, &err), LW_OK);
+    assert_null(m.install_id);
+    assert_false(m.install_id_bad);
+    lw_report_meta_free(&m);
+    assert_int_equal(parse("{\"device\":{\"model\":\"Pixel\"}}", &m, &err), LW_OK);
+    assert_false(m.install_id_bad);
     lw_report_meta_free(&m);
     /* Nested members do not count as the top level's. */
     assert_int_equal(parse("{\"device\":{\"app\":\"x\",\"build\":3}}", &m, &err), LW_OK);
