@@ -113,8 +113,9 @@ static int stated_size(const char *blob, uint64_t *size) {
     if (m == MAP_FAILED) return -1;
     const uint8_t *p = m;
     size_t left = (size_t)sb.st_size;
-    int all = left >= 4 && p[0] == 0x28 && p[1] == 0xB5 && p[2] == 0x2F && p[3] == 0xFD ? 1 : 0;
-    while (all == 1 && left) { /* each frame's header, and its blocks' headers to find the next */
+    int all = lw_zstd_magic(p, left);
+    /* each frame's header, and its blocks' headers to find the next; a skippable frame states 0 */
+    while (all == 1 && left) {
         unsigned long long fcs = ZSTD_getFrameContentSize(p, left);
         size_t frame = ZSTD_findFrameCompressedSize(p, left);
         if (fcs == ZSTD_CONTENTSIZE_UNKNOWN || fcs == ZSTD_CONTENTSIZE_ERROR || ZSTD_isError(frame) || !frame) {

@@ -321,7 +321,11 @@ typedef struct lw_trim_stats {
 LW_CORE_API lw_status lw_trim_file(const char *in_path, const char *out_path, const lw_trim_options *opts,
                                    lw_trim_stats *stats, lw_error *err);
 
-/* 1 if the file starts with the zstd frame magic, 0 if not, -1 on I/O error. */
+/* 1 if the `n` bytes at `p` begin with the magic of a zstd frame or of a skippable frame
+ * (0x184D2A50-5F, which the zstd tool and the decompressor pass over), else 0. */
+LW_CORE_API int lw_zstd_magic(const void *p, size_t n);
+
+/* 1 if the file starts as lw_zstd_magic says, 0 if not, -1 on I/O error. */
 LW_CORE_API int lw_is_zstd_file(const char *path);
 
 /* Decompresses the zstd file `in_path` into `out_path` (created, fsynced), failing with

@@ -10,6 +10,15 @@
 #include <zstd.h>
 #include <zstd_errors.h>
 
+int lw_zstd_magic(const void *p, size_t n) {
+    const uint8_t *m = p;
+    if (!m || n < 4) return 0;
+    if (m[0] == 0x28 && m[1] == 0xB5 && m[2] == 0x2F && m[3] == 0xFD) return 1;
+    /* a skippable frame first (metadata some tools write): taken for a plain dump, it failed
+     * as "not an HPROF heap dump" though `zstd -d` reads it (audit 2026-12-04) */
+    return (m[0] & 0xF0) == 0x50 && m[1] == 0x2A && m[2] == 0x4D && m[3] == 0x18;
+}
+
 int lw_is_zstd_file(const char *path) {
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0) return -1;
@@ -19,7 +28,7 @@ int lw_is_zstd_file(const char *path) {
     close(fd);
     errno = saved;
     if (n < 0) return -1;
-    return n == 4 && m[0] == 0x28 && m[1] == 0xB5 && m[2] == 0x2F && m[3] == 0xFD;
+    return n == 4 && lw_zstd_magic(m, 4);
 }
 
 static int write_all(int fd, const void *p, size_t n) {

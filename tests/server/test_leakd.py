@@ -668,6 +668,22 @@ class T02_Ingest(ServerCase):
         g = self.http.get("/v1/reports/" + meta["report_id"], key=app.read)
         self.assertEqual((g.json["status"], g.json["leaks_found"]), ("done", 3))
 
+    def test_heap_with_a_skippable_zstd_frame_first_is_analyzed(self):
+        # A skippable frame (metadata some tools write) before the dump's frame: `zstd -d`
+        # reads it. It was taken for a plain dump, and failed as "not an HPROF heap dump"
+        # (audit 2026-12-04).
+        app = self.new_app()
+        path = os.path.join(self.server.tmp, "skippable.hprof.zst")
+        with open(path, "wb") as f, open(INPUTS.stripped("multi"), "rb") as src:
+            f.write(b"\x50\x2a\x4d\x18" + (4).to_bytes(4, "little") + b"meta")
+            f.write(src.read())
+        self.addCleanup(os.unlink, path)
+        meta = H.make_meta(app.slug)
+        self.assertEqual(self.http.upload_file(app.ingest, meta, path).status, 202)
+        self.wait_report(meta["report_id"])
+        g = self.http.get("/v1/reports/" + meta["report_id"], key=app.read)
+        self.assertEqual((g.json["status"], g.json["leaks_found"], g.json["error"]), ("done", 3, None))
+
     def test_heap_leak_path_longer_than_a_traces_report_may_hold_is_shown(self):
         # 12,002 elements: the worker takes 100,000 a trace, a device's traces report 10,000.
         # The API read the stored trace again with the latter, and its text came out "" (audit

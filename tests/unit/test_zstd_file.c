@@ -106,6 +106,26 @@ static void test_compress_decompress_round_trip(void **state) {
     assert_int_equal(m, n);
     assert_memory_equal(back, d, n);
     free(back);
+    /* a skippable frame (magic 0x184D2A5x, a length, then that many bytes) before the frame:
+     * still zstd, and it decompresses to the same content */
+    size_t zn;
+    uint8_t *zd = hb_read_file(z, &zn);
+    static const uint8_t skip[] = {0x5E, 0x2A, 0x4D, 0x18, 3, 0, 0, 0, 'l', 'w', '!'};
+    uint8_t *with = malloc(sizeof skip + zn);
+    memcpy(with, skip, sizeof skip);
+    memcpy(with + sizeof skip, zd, zn);
+    write_file(z, with, sizeof skip + zn);
+    assert_int_equal(lw_zstd_magic(with, sizeof skip + zn), 1);
+    assert_int_equal(lw_zstd_magic(with, 3), 0);
+    assert_int_equal(lw_zstd_magic("\x60\x2A\x4D\x18", 4), 0); /* not a skippable frame's */
+    assert_int_equal(lw_is_zstd_file(z), 1);
+    assert_int_equal(lw_zstd_decompress_file(z, out, n, &err), LW_OK);
+    back = hb_read_file(out, &m);
+    assert_int_equal(m, n);
+    assert_memory_equal(back, d, n);
+    free(back);
+    free(with);
+    free(zd);
     /* an empty file round-trips too */
     write_file(in, "", 0);
     assert_int_equal(lw_zstd_compress_file(in, z, 19, &err), LW_OK);
