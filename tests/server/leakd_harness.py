@@ -944,6 +944,16 @@ class Inputs:
         return self._once("slow.hprof.zst", make)
 
 
+def read_to_eof(sock):
+    """Everything `sock` receives until its peer closes it."""
+    data = b""
+    while True:
+        more = sock.recv(65536)
+        if not more:
+            return data
+        data += more
+
+
 def wait_for(pred, timeout, interval=0.1, what="condition"):
     deadline = time.time() + timeout
     last = None
