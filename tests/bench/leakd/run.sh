@@ -14,6 +14,8 @@
 #                 full_page_writes on, shared_buffers=128MB (PG_SHARED_BUFFERS) and the WAL settings
 #                 docs/operations.md recommends, as in production, and its WAL segments are
 #                 recycled before the runs) or test (pg_cluster.sh's fsync=off settings)
+#   PG_SETTINGS   more PostgreSQL settings in durable mode, as "name=value name=value" (to try
+#                 one against the defaults above, alternating runs)
 #   PREWARM_WAL_MB  WAL written and recycled before the runs in durable mode (4096: the
 #                 segments a server keeps after running at this load, max_wal_size)
 #   CONNS         client connections of the baselines and of the 16-connection traces run (16);
@@ -32,6 +34,17 @@
 #                       in FILE.cpu the machine's busy and stolen CPU % each second, in
 #                       FILE.speed the host's speed (leakd_load speed's median each second)
 #   KEEP_PGLOG=FILE     a copy of PostgreSQL's log (checkpoints and autovacuums, with times)
+#   KEEP_PGSTATS=FILE   PostgreSQL's counters each second of the fixed-rate run (a line a
+#                       second: leak_groups' updates, HOT updates, dead rows and size, buffers
+#                       written by backends, the bgwriter and the checkpointer, the oldest
+#                       snapshot's age in leakd's database (the one that keeps dead rows),
+#                       WAL's full-page images and KB; counters as PostgreSQL last flushed
+#                       them, about once a second), to tell which of
+#                       them a stall follows
+#   KEEP_PROCS=FILE     CPU of each process of leakd's and PostgreSQL's each second of the
+#                       fixed-rate run, in ms ("second pid ms name"; PostgreSQL's processes by
+#                       their titles: checkpointer, autovacuum worker, a backend's statement),
+#                       to tell whose CPU a busy spell is
 # Exit status: 0 when every request got a 2xx (speed and memory never fail it: they are OK or
 # OVER), 1 when a request failed, 2 on usage or setup errors, 77 when PostgreSQL is missing.
 set -euo pipefail
@@ -127,13 +140,15 @@ say "PostgreSQL: throwaway cluster in $PGDIR ($PG_MODE)"
 "$PG_CLUSTER" start "$PGDIR" >/dev/null
 PG_PORT=$(cat "$PGDIR/port")
 DB_URL=$(cat "$PGDIR/url")
+PG_MORE=
+for kv in ${PG_SETTINGS:-}; do PG_MORE+=" -c $kv"; done
 if [[ $PG_MODE == durable ]]; then
     as_pg "$PG_BINDIR/pg_ctl" -D "$PGDIR/data" -l "$PGDIR/server.log" -m fast -w -t 60 -s \
         -o "-p $PG_PORT -c listen_addresses=127.0.0.1 -c unix_socket_directories=$PGDIR/sock \
             -c fsync=on -c synchronous_commit=on -c full_page_writes=on -c shared_buffers=${PG_SHARED_BUFFERS:-128MB} \
             -c max_wal_size=4GB -c min_wal_size=4GB -c wal_compression=lz4 -c backend_flush_after=256kB \
             -c max_connections=100 -c log_min_messages=warning -c log_checkpoints=on \
-            -c log_autovacuum_min_duration=0 -c log_line_prefix='%m [%p] '" restart >/dev/null
+            -c log_autovacuum_min_duration=0 -c log_line_prefix='%m [%p] '$PG_MORE" restart >/dev/null
 fi
 PG_PID=$(head -n 1 "$PGDIR/data/postmaster.pid")
 PSQL=("$PG_BINDIR/psql" -X -q -h 127.0.0.1 -p "$PG_PORT" -U postgres -v ON_ERROR_STOP=1)
@@ -274,6 +289,61 @@ PROBE_PID=$!
 "$LOAD" speed --seconds "$RATE_S" >"$WORK/speed_r" 2>"$WORK/speed_seconds" &
 SPEED_PID=$!
 # --timeline: latency per 1-s window of due times, to tell one stall from a slow run
+PGSTATS_PID=
+if [[ -n ${KEEP_PGSTATS:-} ]]; then
+    echo "time s upd hot_upd dead_tup groups_kb buf_backend buf_backend_fsync buf_clean buf_checkpoint buf_alloc oldest_xmin_age active wal_fpi wal_kb" \
+        >"$KEEP_PGSTATS"
+    ( end=$(( $(date +%s) + RATE_S )); while (( $(date +%s) < end )); do
+        "${PSQL[@]}" -d leakwatch -At -F ' ' -c "SELECT to_char(clock_timestamp(), 'HH24:MI:SS.MS'),
+              extract(epoch FROM clock_timestamp())::bigint, t.n_tup_upd, t.n_tup_hot_upd, t.n_dead_tup,
+              pg_relation_size('leak_groups') / 1024, b.buffers_backend, b.buffers_backend_fsync, b.buffers_clean,
+              b.buffers_checkpoint, b.buffers_alloc,
+              (SELECT coalesce(max(age(backend_xmin)), 0) FROM pg_stat_activity WHERE datname = current_database()
+                 AND pid <> pg_backend_pid()),
+              (SELECT count(*) FROM pg_stat_activity WHERE state = 'active'), w.wal_fpi, (w.wal_bytes / 1024)::bigint
+            FROM pg_stat_user_tables t, pg_stat_bgwriter b, pg_stat_wal w WHERE t.relname = 'leak_groups'" >>"$KEEP_PGSTATS" || true
+        sleep 1; done ) &
+    PGSTATS_PID=$!
+fi
+PROCS_PID=
+if [[ -n ${KEEP_PROCS:-} ]]; then
+    # one sampler process for the whole run (a shell loop's pgrep, sed and tr each second cost
+    # more CPU than what it measures): each process in leakd's process group (leakd runs under
+    # setsid) or under the postmaster, its CPU over the last second
+    python3 - "$LEAKD_PID" "$PG_PID" "$RATE_S" "$CLK_TCK" >"$KEEP_PROCS" 2>/dev/null <<'PY' &
+import os, sys, time
+leakd, pg, secs, hz = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
+def sample():
+    out = {}
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        try:
+            with open("/proc/%s/stat" % d) as f:
+                st = f.read()
+            f_ = st[st.rindex(")") + 2:].split()
+            ppid, pgid, ticks = int(f_[1]), int(f_[2]), int(f_[11]) + int(f_[12])
+            if pgid != leakd and ppid != pg and int(d) != pg:
+                continue
+            with open("/proc/%s/cmdline" % d, "rb") as f:
+                title = f.read().replace(b"\0", b" ").decode(errors="replace").strip()[:60]
+            out[int(d)] = (ticks, title)
+        except (OSError, ValueError):
+            pass
+    return out
+last = sample()
+for t in range(1, secs + 1):
+    time.sleep(1)
+    now = sample()
+    for pid, (ticks, title) in sorted(now.items()):
+        d = ticks - last.get(pid, (0, ""))[0]  # a process new this second: all its CPU
+        if d > 0:
+            print(t, pid, d * 1000 // hz, title)
+    sys.stdout.flush()
+    last = now
+PY
+    PROCS_PID=$!
+fi
 S0=$(steal_ticks)
 C0=$(cpu_snap)
 LOG0=$(wc -l <"$WORK/serve.log")
@@ -291,6 +361,8 @@ wait "$SPEED_PID" || echo "run.sh: the speed probe failed" >&2
 SPEED_TR=$(tail -n 1 "$WORK/speed_r")
 read -r -a US_TR <<<"$(us_each "$C0" "$C1" "$(val "$TR" requests)")"
 wait "$PROBE_PID" || echo "run.sh: the fdatasync probe failed: $(cat "$WORK/probe")" >&2
+if [[ -n $PGSTATS_PID ]]; then wait "$PGSTATS_PID" || true; fi
+if [[ -n $PROCS_PID ]]; then wait "$PROCS_PID" || true; fi
 PROBE=$(tail -n 1 "$WORK/probe")
 CKPTS=$(( $(grep -c 'checkpoint starting: time' "$PGDIR/server.log" || true) - CKPTS0 ))
 # and the heap uploads start from a finished one, as the fixed-rate run did
@@ -454,7 +526,7 @@ PEAK=$(max_of pss_sum_max_kb "$T1" "$T16" "$HB" "${GROWN[@]}" "$TBIG")
 row "leakd + PostgreSQL PSS, peak"              "$(kb2mb "$PEAK")" "MB" "" "" le 512
 
 echo
-echo "leakd load benchmark — $(nproc) cores, PostgreSQL $PG_MODE, $TRACES_CONNS connections (traces; baselines $CONNS), db pool $DB_POOL$([[ $SMOKE == 1 ]] && echo ', SMOKE (figures meaningless)')"
+echo "leakd load benchmark — $(nproc) cores, PostgreSQL $PG_MODE${PG_SETTINGS:+ ($PG_SETTINGS)}, $TRACES_CONNS connections (traces; baselines $CONNS), db pool $DB_POOL$([[ $SMOKE == 1 ]] && echo ', SMOKE (figures meaningless)')"
 # When the kernel starts writing dirty data back decides how large its bursts are (docs/operations.md)
 wb() { cat "/proc/sys/vm/$1" 2>/dev/null || echo '?'; }
 echo "kernel write-back: dirty_background_bytes $(wb dirty_background_bytes), dirty_background_ratio $(wb dirty_background_ratio), dirty_expire_centisecs $(wb dirty_expire_centisecs)"
