@@ -31,6 +31,7 @@ struct ld_db {
     size_t n_stmts;
     char *stmts[LD_DB_STMTS];
     time_t stmts_since; /* CLOCK_MONOTONIC seconds when the first of them was prepared */
+    int generic_plans;  /* ld_db_use_generic_plans: set again on each new session */
 };
 
 /* Prepared statements are dropped and prepared again this often. PostgreSQL keeps a prepared
@@ -200,8 +201,15 @@ static void ignore_notice(void *arg, const char *message)
     (void)message;
 }
 
+/* Within the connection's timeout (ld_db_set_timeout), as every statement: a server that
+ * accepts a connection and then hangs must not hold a writer forever. */
+static ld_status session_set(ld_db *db, const char *sql)
+{
+    return sent_result(db, PQsendQuery(db->conn, sql), NULL);
+}
+
 /* Session settings that a PQreset would lose: UTC (enforced even when the URL's `options`
- * replaced ours) and the LISTENed channels. */
+ * replaced ours), generic plans where asked for, and the LISTENed channels. */
 static ld_status session_setup(ld_db *db)
 {
     const char *tz = PQparameterStatus(db->conn, "TimeZone");
@@ -213,6 +221,11 @@ static ld_status session_setup(ld_db *db)
         res = PQexec(db->conn, "SET TimeZone = 'UTC'");
         st = ld_db_classify(db, res);
         PQclear(res);
+        if (st != LD_OK)
+            return st;
+    }
+    if (db->generic_plans) {
+        st = session_set(db, "SET plan_cache_mode = force_generic_plan");
         if (st != LD_OK)
             return st;
     }
@@ -310,6 +323,14 @@ static ld_status reconnect(ld_db *db)
     if (st != LD_OK)
         return st == LD_ERR_NOMEM ? st : LD_ERR_UNAVAILABLE;
     return LD_OK;
+}
+
+ld_status ld_db_use_generic_plans(ld_db *db)
+{
+    if (!db || !db->conn)
+        return LD_ERR_UNAVAILABLE;
+    db->generic_plans = 1;
+    return session_set(db, "SET plan_cache_mode = force_generic_plan");
 }
 
 ld_status ld_db_check(ld_db *db)

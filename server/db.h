@@ -36,6 +36,12 @@ void ld_db_close(ld_db *db); /* NULL is a no-op */
  * (0 for NULL). */
 int ld_db_set_timeout(ld_db *db, int timeout_ms);
 
+/* From now on, and after every reconnect, each prepared statement of this session runs its
+ * generic plan (plan_cache_mode = force_generic_plan), never one planned for its parameters:
+ * for a connection that runs one large statement many times a second (the traces batch),
+ * whose plan does not depend on its parameters' values. LD_OK, or the failure of the SET. */
+ld_status ld_db_use_generic_plans(ld_db *db);
+
 /* Makes sure the connection is usable, reconnecting once if it broke (a restarted server).
  * LD_OK or LD_ERR_UNAVAILABLE. */
 ld_status ld_db_check(ld_db *db);

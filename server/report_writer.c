@@ -101,12 +101,19 @@ static ld_status store(writer_thread *t, ld_traces_item *items, size_t n) {
     char err[512];
     if (!t->db) {
         t->db = ld_db_connect(w->url, err, sizeof err);
+        if (t->db) ld_db_set_timeout(t->db, w->db_timeout_ms);
+        /* The batch statement's plan is the same whatever its arrays hold, and planning it
+         * costs as much as running it (docs/server.md, "Group commit"). */
+        if (t->db && ld_db_use_generic_plans(t->db) != LD_OK) {
+            snprintf(err, sizeof err, "%s", ld_db_error(t->db));
+            ld_db_close(t->db);
+            t->db = NULL;
+        }
         if (!t->db) {
             if (!t->db_down) ld_warn("traces reports: database unreachable: %s", err);
             t->db_down = 1;
             return LD_ERR_UNAVAILABLE;
         }
-        ld_db_set_timeout(t->db, w->db_timeout_ms);
     }
     ld_status st = ld_reports_insert_traces(t->db, items, n);
     if (st == LD_ERR_UNAVAILABLE && ld_db_check(t->db) == LD_OK) st = ld_reports_insert_traces(t->db, items, n);

@@ -883,6 +883,53 @@ static void test_classify(void **state)
     ld_db_close(other);
 }
 
+/* Runs a statement with a parameter six times (prepared at its first run); returns
+ * "generic_plans,custom_plans" of its prepared statement on db's session. */
+static char *plans_of_probe(ld_db *db)
+{
+    const char *p[1] = {"1"};
+
+    for (int i = 0; i < 6; i++)
+        assert_int_equal(ld_db_exec(db, NULL, "SELECT count(*) FROM apps WHERE id > $1::bigint /* plans probe */", 1, p),
+                         LD_OK);
+    return query1(db, "SELECT generic_plans || ',' || custom_plans FROM pg_prepared_statements"
+                      " WHERE statement LIKE '%plans probe%'");
+}
+
+/* The report writer's sessions run generic plans only, a new session after a reconnect too;
+ * other sessions keep PostgreSQL's default (a plan for the parameters for the first five). */
+static void test_generic_plans(void **state)
+{
+    ld_db *db = *state;
+    ld_db *other;
+    char sql[128];
+    char *v;
+
+    REQUIRE_DB(db);
+    migrate_ok(db);
+    other = connect_or_die();
+    v = plans_of_probe(other);
+    assert_string_equal(v, "1,5");
+    free(v);
+
+    assert_int_equal(ld_db_use_generic_plans(db), LD_OK);
+    assert_query(db, "SHOW plan_cache_mode", "force_generic_plan");
+    v = plans_of_probe(db);
+    assert_string_equal(v, "6,0");
+    free(v);
+
+    snprintf(sql, sizeof sql, "SELECT pg_terminate_backend(%d, 5000)", PQbackendPID(ld_db_conn(db)));
+    assert_query(other, sql, "t");
+    assert_int_equal(ld_db_exec(db, NULL, "SELECT 1", 0, NULL), LD_ERR_UNAVAILABLE);
+    assert_int_equal(ld_db_check(db), LD_OK);
+    assert_query(db, "SHOW plan_cache_mode", "force_generic_plan");
+    v = plans_of_probe(db);
+    assert_string_equal(v, "6,0");
+    free(v);
+    assert_query(other, "SHOW plan_cache_mode", "auto");
+    ld_db_close(other);
+}
+
 static void test_connect_fail(void **state)
 {
     char err[512];
@@ -1144,6 +1191,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_apps, setup_db, teardown_db),
         cmocka_unit_test_setup_teardown(test_keys, setup_db, teardown_db),
         cmocka_unit_test_setup_teardown(test_classify, setup_db, teardown_db),
+        cmocka_unit_test_setup_teardown(test_generic_plans, setup_db, teardown_db),
         cmocka_unit_test_setup_teardown(test_listen, setup_db, teardown_db),
         cmocka_unit_test_setup_teardown(test_timeout_then_reset, setup_db, teardown_db),
         cmocka_unit_test_setup_teardown(test_admin, setup_db, teardown_db),
