@@ -277,23 +277,15 @@ CKPT_AT=$(( RATE_S * 11 / 20 > 30 ? RATE_S * 11 / 20 : 30 ))
     -c 'SELECT pg_reload_conf()' >/dev/null
 CKPTS0=$(grep -c 'checkpoint starting: time' "$PGDIR/server.log" || true)
 say "(a) traces, $SIGS signatures, fixed rate $RATE80/s (80 %) for ${RATE_S} s, open loop ($OPEN_CONNS connections), a checkpoint at ~${CKPT_AT} s"
-# Beside it, the disk's own latency: one fdatasync of 4 KiB every 50 ms on PostgreSQL's file
-# system, as each commit flushes the WAL. A commit cannot be faster than that, and when the
-# virtual disk stalls, every request waiting for a commit stalls with it. (Every 10 ms, the
-# probe took 1.7 % of the machine's CPU from the run it watches, and a fifth as many cache
-# flushes of the disk as the WAL's own; a stall of 50 ms or more still meets one.)
-"$LOAD" fsync "$PGDIR" --every-ms 50 --seconds "$RATE_S" >"$WORK/probe" 2>&1 &
-PROBE_PID=$!
-# the host's speed, and the machine's busy and stolen CPU, each second ("speed_probe:" and
-# "cpu_probe:" lines)
-"$LOAD" speed --seconds "$RATE_S" >"$WORK/speed_r" 2>"$WORK/speed_seconds" &
-SPEED_PID=$!
-# --timeline: latency per 1-s window of due times, to tell one stall from a slow run
+# The samplers start, and take their first look, before the run starts (at START, a whole
+# second): a Python started during the run's first second, on a machine that busy, delayed
+# that second's requests (its p50 10-151 ms, against 5-9 ms without; session 34).
+START=$(( $(date +%s) + 2 ))
 PGSTATS_PID=
 if [[ -n ${KEEP_PGSTATS:-} ]]; then
     echo "time s upd hot_upd dead_tup groups_kb buf_backend buf_backend_fsync buf_clean buf_checkpoint buf_alloc oldest_xmin_age active wal_fpi wal_kb" \
         >"$KEEP_PGSTATS"
-    ( end=$(( $(date +%s) + RATE_S )); while (( $(date +%s) < end )); do
+    ( end=$(( START + RATE_S )); while (( $(date +%s) < end )); do
         "${PSQL[@]}" -d leakwatch -At -F ' ' -c "SELECT to_char(clock_timestamp(), 'HH24:MI:SS.MS'),
               extract(epoch FROM clock_timestamp())::bigint, t.n_tup_upd, t.n_tup_hot_upd, t.n_dead_tup,
               pg_relation_size('leak_groups') / 1024, b.buffers_backend, b.buffers_backend_fsync, b.buffers_clean,
@@ -310,9 +302,9 @@ if [[ -n ${KEEP_PROCS:-} ]]; then
     # one sampler process for the whole run (a shell loop's pgrep, sed and tr each second cost
     # more CPU than what it measures): each process in leakd's process group (leakd runs under
     # setsid) or under the postmaster, its CPU over the last second
-    python3 - "$LEAKD_PID" "$PG_PID" "$RATE_S" "$CLK_TCK" >"$KEEP_PROCS" 2>/dev/null <<'PY' &
+    python3 - "$LEAKD_PID" "$PG_PID" "$RATE_S" "$CLK_TCK" "$START" >"$KEEP_PROCS" 2>/dev/null <<'PY' &
 import os, sys, time
-leakd, pg, secs, hz = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
+leakd, pg, secs, hz, start = (int(a) for a in sys.argv[1:6])
 def sample():
     out = {}
     for d in os.listdir("/proc"):
@@ -331,9 +323,10 @@ def sample():
         except (OSError, ValueError):
             pass
     return out
+time.sleep(max(0.0, start - time.time()))
 last = sample()
 for t in range(1, secs + 1):
-    time.sleep(1)
+    time.sleep(max(0.0, start + t - time.time()))
     now = sample()
     for pid, (ticks, title) in sorted(now.items()):
         d = ticks - last.get(pid, (0, ""))[0]  # a process new this second: all its CPU
@@ -344,6 +337,21 @@ for t in range(1, secs + 1):
 PY
     PROCS_PID=$!
 fi
+if [[ -n ${KEEP_PGSTATS:-}${KEEP_PROCS:-} ]]; then
+    sleep "$(python3 -c 'import sys, time; print(max(0.0, int(sys.argv[1]) - time.time()))' "$START")"
+fi
+# Beside it, the disk's own latency: one fdatasync of 4 KiB every 50 ms on PostgreSQL's file
+# system, as each commit flushes the WAL. A commit cannot be faster than that, and when the
+# virtual disk stalls, every request waiting for a commit stalls with it. (Every 10 ms, the
+# probe took 1.7 % of the machine's CPU from the run it watches, and a fifth as many cache
+# flushes of the disk as the WAL's own; a stall of 50 ms or more still meets one.)
+"$LOAD" fsync "$PGDIR" --every-ms 50 --seconds "$RATE_S" >"$WORK/probe" 2>&1 &
+PROBE_PID=$!
+# the host's speed, and the machine's busy and stolen CPU, each second ("speed_probe:" and
+# "cpu_probe:" lines)
+"$LOAD" speed --seconds "$RATE_S" >"$WORK/speed_r" 2>"$WORK/speed_seconds" &
+SPEED_PID=$!
+# --timeline: latency per 1-s window of due times, to tell one stall from a slow run
 S0=$(steal_ticks)
 C0=$(cpu_snap)
 LOG0=$(wc -l <"$WORK/serve.log")
