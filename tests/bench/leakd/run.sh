@@ -39,8 +39,7 @@
 #                       written by backends, the bgwriter and the checkpointer, the oldest
 #                       snapshot's age in leakd's database (the one that keeps dead rows),
 #                       WAL's full-page images and KB; counters as PostgreSQL last flushed
-#                       them, about once a second), to tell which of
-#                       them a stall follows
+#                       them, about once a second), to tell which of them a stall follows
 #   KEEP_PROCS=FILE     CPU of each process of leakd's and PostgreSQL's each second of the
 #                       fixed-rate run, in ms ("second pid ms name"; PostgreSQL's processes by
 #                       their titles: checkpointer, autovacuum worker, a backend's statement),
@@ -277,9 +276,9 @@ CKPT_AT=$(( RATE_S * 11 / 20 > 30 ? RATE_S * 11 / 20 : 30 ))
     -c 'SELECT pg_reload_conf()' >/dev/null
 CKPTS0=$(grep -c 'checkpoint starting: time' "$PGDIR/server.log" || true)
 say "(a) traces, $SIGS signatures, fixed rate $RATE80/s (80 %) for ${RATE_S} s, open loop ($OPEN_CONNS connections), a checkpoint at ~${CKPT_AT} s"
-# The samplers start, and take their first look, before the run starts (at START, a whole
-# second): a Python started during the run's first second, on a machine that busy, delayed
-# that second's requests (its p50 10-151 ms, against 5-9 ms without; session 34).
+# The samplers start, and take their first look, before the run does (it waits for START,
+# one to two seconds away): a Python started during the run's first second, on a machine that
+# busy, delayed that second's requests (its p50 10-151 ms, against 5-9 ms without; session 34).
 START=$(( $(date +%s) + 2 ))
 PGSTATS_PID=
 if [[ -n ${KEEP_PGSTATS:-} ]]; then
