@@ -358,6 +358,7 @@ static void store_heap_locked(ld_req *r, ld_db *db, ld_report_in *rin) {
         return;
     }
     rin->blob_path = rel;
+    rin->blob_store = r->srv->store_id;
     rin->blob_bytes = (int64_t)in->data_bytes;
     int created = 0;
     ld_status st = ld_report_insert_queued(db, rin, &created);
@@ -525,7 +526,7 @@ static void on_end(ld_req *r) {
     if (resolve_app(r) != 0) return;
     /* Stored as sent: check_meta has parsed it (no NUL, valid UTF-8, no duplicate key), and
      * writing it out again cost as much as reading it. */
-    ld_report_in rin = {in->report_id, in->app_id, in->want, in->app_version, in->build, in->install_id, in->meta, NULL, 0};
+    ld_report_in rin = {in->report_id, in->app_id, in->want, in->app_version, in->build, in->install_id, in->meta, NULL, NULL, 0};
     if (strcmp(in->want, "traces") == 0) {
         store_traces(r, &rin);
     } else {

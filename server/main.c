@@ -209,7 +209,7 @@ static int purge_old(ld_server *s, int64_t *purged) {
             ld_pool_put(s->pool, db);
             return 1;
         }
-        if (ld_retention_purge(db, s->cfg.retention_days, PURGE_BATCH, &n, &paths, &np) != LD_OK) break;
+        if (ld_retention_purge(db, s->store_id, s->cfg.retention_days, PURGE_BATCH, &n, &paths, &np) != LD_OK) break;
         delete_blobs(s, paths, np);
         *purged += n;
         if (n < PURGE_BATCH) break;
@@ -217,7 +217,7 @@ static int purge_old(ld_server *s, int64_t *purged) {
     if (*purged) ld_info("retention: deleted %lld report(s) older than %d days", (long long)*purged, s->cfg.retention_days);
     *purged = 0;
     if (!s->cfg.keep_blobs &&
-        ld_failed_blobs_purge(db, s->cfg.failed_blob_days, s->cfg.failed_blob_max_bytes, &paths, &np) == LD_OK) {
+        ld_failed_blobs_purge(db, s->store_id, s->cfg.failed_blob_days, s->cfg.failed_blob_max_bytes, &paths, &np) == LD_OK) {
         delete_blobs(s, paths, np);
         char cap[64] = "";
         if (s->cfg.failed_blob_max_bytes)
@@ -297,6 +297,10 @@ static int serve(ld_server *s) {
         ld_error("%s", err);
         return 1;
     }
+    if (ld_blob_store_id(c->data_dir, s->store_id, err, sizeof err) != 0) {
+        ld_error("%s", err);
+        return 1;
+    }
     int swept = ld_scratch_sweep(c->data_dir, s->tmp_dir, SCRATCH_GONE_S);
     if (swept) ld_info("removed %d entr%s of tmp/ untouched for an hour (instances gone)", swept, swept > 1 ? "ies" : "y");
     raise_fd_limit(c);
@@ -350,8 +354,8 @@ static int serve(ld_server *s) {
         free(workers);
         return 1;
     }
-    ld_info("leakd %s serving on %s (metrics %s), %d worker(s), data in %s", LEAKD_VERSION, c->listen, c->metrics_listen,
-            c->workers, c->data_dir);
+    ld_info("leakd %s serving on %s (metrics %s), %d worker(s), data in %s (blob store %s)", LEAKD_VERSION, c->listen,
+            c->metrics_listen, c->workers, c->data_dir, s->store_id);
     /* The first purge runs at once: mono() counts from boot, so "last purged at 0" would wait
      * for the host's first hour of uptime. */
     /* The keys are reloaded at the first tick too, which makes the watching connection. */

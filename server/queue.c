@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "grouping.h"
+#include "reports.h"
 
 void ld_job_clear(ld_job *job) {
     if (!job) return;
@@ -23,20 +24,22 @@ static char *dup_value(const PGresult *res, int col) {
     return strdup(PQgetisnull(res, 0, col) ? "" : PQgetvalue(res, 0, col));
 }
 
-ld_status ld_job_claim(ld_db *db, const char *owner, int lease_seconds, ld_job *job) {
-    if (!db || !owner || !*owner || lease_seconds < 1 || !job) return LD_ERR_INVALID;
+ld_status ld_job_claim(ld_db *db, const char *owner, const char *store, int lease_seconds, ld_job *job) {
+    if (!db || !owner || !*owner || !ld_uuid_valid(store) || lease_seconds < 1 || !job) return LD_ERR_INVALID;
     memset(job, 0, sizeof *job);
     ld_status st;
     PGresult *res = NULL;
     char lease[16];
     snprintf(lease, sizeof lease, "%d", lease_seconds);
-    const char *p[] = {owner, lease};
-    /* The status IN (...) term matches the partial index reports_queue. */
+    const char *p[] = {owner, lease, store};
+    /* The status IN (...) term matches the partial index reports_queue. Another store's
+     * reports are skipped, not claimed: their dumps are not in this instance's data dir. */
     st = ld_db_exec(db, &res,
                     "WITH next AS ("
                     "  SELECT app_id, id FROM reports"
                     "  WHERE status IN ('queued', 'analyzing')"
                     "    AND (lease_until IS NULL OR lease_until < now())"
+                    "    AND (blob_store IS NULL OR blob_store = $3::uuid)"
                     "  ORDER BY received_at, id LIMIT 1 FOR UPDATE SKIP LOCKED)"
                     " UPDATE reports r SET status = 'analyzing', attempts = r.attempts + 1,"
                     "   lease_owner = $1, lease_until = now() + make_interval(secs => $2::int)"
@@ -44,7 +47,7 @@ ld_status ld_job_claim(ld_db *db, const char *owner, int lease_seconds, ld_job *
                     " WHERE r.app_id = next.app_id AND r.id = next.id AND a.id = r.app_id"
                     " RETURNING r.app_id, r.id, a.slug, r.blob_path, r.blob_bytes, r.attempts, r.app_version,"
                     "   r.build, r.install_id, r.lost_leases",
-                    2, p);
+                    3, p);
     if (st != LD_OK) goto out;
     if (PQntuples(res) != 1) {
         st = LD_ERR_NOT_FOUND;

@@ -30,11 +30,13 @@ void ld_job_clear(ld_job *job); /* frees the strings, zeroes the job; NULL is a 
  * 'analyzing' with an expired lease (a 'queued' one deferred by ld_job_defer once its time
  * has come), skipping rows other workers hold locked: status
  * 'analyzing', attempts + 1, lease_owner = `owner` ("host:pid"), lease_until = now() +
- * `lease_seconds`. Overwrites *job (clear a previous job first) and fills it on LD_OK
+ * `lease_seconds`. Only reports whose dump is in `store` (this instance's blob store id,
+ * blob_store.h) or that name no store (stored before migration 0017) are claimable.
+ * Overwrites *job (clear a previous job first) and fills it on LD_OK
  * (ld_job_clear it); on any error *job is zeroed. LD_ERR_NOT_FOUND when nothing is claimable.
  * A job whose lease expired comes back with its attempts counted: the worker fails it
  * (ld_job_fail) when ld_job_attempts_used(job) > max_attempts instead of analyzing it again. */
-ld_status ld_job_claim(ld_db *db, const char *owner, int lease_seconds, ld_job *job);
+ld_status ld_job_claim(ld_db *db, const char *owner, const char *store, int lease_seconds, ld_job *job);
 
 /* The attempts that count against LEAKD_MAX_ATTEMPTS: the claims, this one included, less
  * those a live worker gave up when another took over its lease (ld_job_lease_lost), as the

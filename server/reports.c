@@ -36,18 +36,18 @@ ld_status ld_report_insert_queued(ld_db *db, const ld_report_in *in, int *create
     snprintf(build, sizeof build, "%" PRId64, in->build);
     snprintf(bytes, sizeof bytes, "%" PRId64, in->blob_bytes);
     const char *p[] = {in->report_id, app, in->app_version ? in->app_version : "", build,
-                       in->install_id ? in->install_id : "", in->meta_json, in->blob_path, bytes};
+                       in->install_id ? in->install_id : "", in->meta_json, in->blob_path, bytes, in->blob_store};
     /* NOTIFY in the same statement: delivered at commit, it wakes an idle worker. */
     st = ld_db_exec(db, &res,
                     "WITH ins AS ("
                     "  INSERT INTO reports (id, app_id, mode, status, app_version, build, install_id, meta,"
-                    "    blob_path, blob_bytes)"
-                    "  VALUES ($1::uuid, $2, 'heap', 'queued', $3, $4, $5, $6::json, $7, $8)"
+                    "    blob_path, blob_bytes, blob_store)"
+                    "  VALUES ($1::uuid, $2, 'heap', 'queued', $3, $4, $5, $6::json, $7, $8, $9::uuid)"
                     "  ON CONFLICT DO NOTHING RETURNING id),"
                     " notified AS (SELECT pg_notify('leakd_reports', id::text) FROM ins)"
                     " SELECT (SELECT count(*) FROM ins), (SELECT count(*) FROM notified),"
                     "  (SELECT app_id FROM reports WHERE id = $1::uuid)",
-                    8, p);
+                    9, p);
     if (st != LD_OK) goto out;
     if (strcmp(PQgetvalue(res, 0, 0), "1") == 0) {
         *created = 1;
@@ -549,13 +549,14 @@ out:
     return st;
 }
 
-ld_status ld_retention_purge(ld_db *db, int days, int64_t limit, int64_t *reports_deleted, char ***blob_paths_out,
-                             size_t *nblobs) {
-    if (!db || days < 1 || limit < 1 || !reports_deleted || !blob_paths_out || !nblobs) return LD_ERR_INVALID;
+ld_status ld_retention_purge(ld_db *db, const char *store, int days, int64_t limit, int64_t *reports_deleted,
+                             char ***blob_paths_out, size_t *nblobs) {
+    if (!db || !ld_uuid_valid(store) || days < 1 || limit < 1 || !reports_deleted || !blob_paths_out || !nblobs)
+        return LD_ERR_INVALID;
     char d[16], l[24];
     snprintf(d, sizeof d, "%d", days);
     snprintf(l, sizeof l, "%" PRId64, limit);
-    const char *p[] = {d, l};
+    const char *p[] = {d, l, store};
     /* Reports analyzed or failed: one queued or under analysis is left until it is (a worker
      * completing it waited for the DELETE, then found no row to complete, or its occurrences
      * were left behind). Their occurrences go in a second statement: one in the same, reading
@@ -564,28 +565,31 @@ ld_status ld_retention_purge(ld_db *db, int days, int64_t limit, int64_t *report
     return purge_returning_paths(db,
                                  "DELETE FROM reports WHERE id IN ("
                                  "   SELECT id FROM reports WHERE received_at < now() - make_interval(days => $1::int)"
-                                 "   AND status IN ('done', 'failed') ORDER BY received_at LIMIT $2::bigint"
-                                 "   FOR UPDATE SKIP LOCKED)"
+                                 "   AND status IN ('done', 'failed')"
+                                 "   AND (blob_path IS NULL OR blob_store IS NULL OR blob_store = $3::uuid)"
+                                 "   ORDER BY received_at LIMIT $2::bigint FOR UPDATE SKIP LOCKED)"
                                  " RETURNING blob_path, id",
-                                 2, p, "DELETE FROM occurrences WHERE report_id = ANY($1::uuid[])", reports_deleted,
+                                 3, p, "DELETE FROM occurrences WHERE report_id = ANY($1::uuid[])", reports_deleted,
                                  blob_paths_out, nblobs);
 }
 
-ld_status ld_failed_blobs_purge(ld_db *db, int days, uint64_t max_bytes, char ***blob_paths_out, size_t *nblobs) {
-    if (!db || days < 0 || !blob_paths_out || !nblobs) return LD_ERR_INVALID;
+ld_status ld_failed_blobs_purge(ld_db *db, const char *store, int days, uint64_t max_bytes, char ***blob_paths_out,
+                                size_t *nblobs) {
+    if (!db || !ld_uuid_valid(store) || days < 0 || !blob_paths_out || !nblobs) return LD_ERR_INVALID;
     if (max_bytes > INT64_MAX) max_bytes = 0; /* bigint: no cap that large is a cap */
     int64_t rows;
     char d[16], b[24];
     snprintf(d, sizeof d, "%d", days);
     snprintf(b, sizeof b, "%" PRIu64, max_bytes);
-    const char *p[] = {d, b};
-    /* The newest failed dumps are kept up to max_bytes in all; a window function cannot lock
+    const char *p[] = {d, b, store};
+    /* The newest failed dumps of the store are kept up to max_bytes; a window function cannot lock
      * its rows, hence `kept` then `old`, whose own conditions are checked again on the row it
      * locks. */
     return purge_returning_paths(db,
                                  "WITH kept AS (SELECT app_id, id, coalesce(analyzed_at, received_at) AS at,"
                                  "   sum(blob_bytes) OVER (ORDER BY coalesce(analyzed_at, received_at) DESC, id) AS newer"
-                                 "   FROM reports WHERE status = 'failed' AND blob_path IS NOT NULL),"
+                                 "   FROM reports WHERE status = 'failed' AND blob_path IS NOT NULL"
+                                 "   AND (blob_store IS NULL OR blob_store = $3::uuid)),"
                                  " old AS (SELECT r.app_id, r.id, r.blob_path FROM reports r"
                                  "   JOIN kept k ON k.app_id = r.app_id AND k.id = r.id"
                                  "   WHERE r.status = 'failed' AND r.blob_path IS NOT NULL"
@@ -593,7 +597,7 @@ ld_status ld_failed_blobs_purge(ld_db *db, int days, uint64_t max_bytes, char **
                                  "   FOR UPDATE OF r)"
                                  " UPDATE reports r SET blob_path = NULL FROM old"
                                  " WHERE r.app_id = old.app_id AND r.id = old.id RETURNING old.blob_path",
-                                 2, p, NULL, &rows, blob_paths_out, nblobs);
+                                 3, p, NULL, &rows, blob_paths_out, nblobs);
 }
 
 ld_status ld_report_forget_blob(ld_db *db, int64_t app_id, const char *report_id) {

@@ -25,6 +25,7 @@ typedef struct ld_report_in {
     const char *install_id;  /* meta.device.install_id; NULL = "" (unknown device) */
     const char *meta_json;   /* the upload's meta object, JSON text */
     const char *blob_path;   /* relative to LEAKD_DATA_DIR; NULL for traces reports */
+    const char *blob_store;  /* the id of that data dir's store (blob_store.h); NULL for traces reports */
     int64_t blob_bytes;
 } ld_report_in;
 
@@ -86,16 +87,19 @@ ld_status ld_report_get(ld_db *db, int64_t app_id, const char *report_id, json_t
  * group it hits, so one statement for an hour's worth of reports (millions at a few thousand
  * a second) would bloat those rows for as long as it ran. *blob_paths_out = a malloc'd array
  * of *nblobs malloc'd relative blob paths for the caller to delete (NULL when none); free
- * them with ld_blob_paths_free. */
-ld_status ld_retention_purge(ld_db *db, int days, int64_t limit, int64_t *reports_deleted, char ***blob_paths_out,
-                             size_t *nblobs);
+ * them with ld_blob_paths_free. A report whose dump is kept in another blob store than
+ * `store` (this instance's) is left to the instances of that store, which delete the file too. */
+ld_status ld_retention_purge(ld_db *db, const char *store, int days, int64_t limit, int64_t *reports_deleted,
+                             char ***blob_paths_out, size_t *nblobs);
 void ld_blob_paths_free(char **paths, size_t n); /* NULL is a no-op */
 
 /* The blobs of failed reports kept for inspection that are due: those that failed more than
  * `days` ago, and, when max_bytes > 0, the older ones beyond the newest max_bytes of them (by
  * blob_bytes). Their blob_path is cleared and the list returned for the caller to delete
- * (ld_blob_paths_free). */
-ld_status ld_failed_blobs_purge(ld_db *db, int days, uint64_t max_bytes, char ***blob_paths_out, size_t *nblobs);
+ * (ld_blob_paths_free). Only the dumps in `store` (this instance's; max_bytes is counted per
+ * store: each is its own disk) and those that name no store. */
+ld_status ld_failed_blobs_purge(ld_db *db, const char *store, int days, uint64_t max_bytes, char ***blob_paths_out,
+                                size_t *nblobs);
 
 /* The report's blob was deleted (after a successful analysis): clear its blob_path. */
 ld_status ld_report_forget_blob(ld_db *db, int64_t app_id, const char *report_id);

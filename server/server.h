@@ -10,6 +10,7 @@
 #include <stdio.h>
 
 #include "auth.h"
+#include "blob_store.h"
 #include "config.h"
 #include "metrics.h"
 #include "pool.h"
@@ -28,6 +29,7 @@ typedef struct ld_server {
     ld_metrics metrics;
     char blob_dir[1100];
     char tmp_dir[1100];
+    char store_id[LD_STORE_ID_LEN + 1]; /* data_dir's (blob_store.h): heap reports name it */
     int schema_version;
 } ld_server;
 

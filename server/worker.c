@@ -29,6 +29,7 @@
 #include <unistd.h>
 #include <zstd.h>
 
+#include "blob_store.h"
 #include "db.h"
 #include "leakcore.h"
 #include "log.h"
@@ -667,14 +668,18 @@ int ld_worker_main(const ld_config *cfg) {
      * itself be PID 1, in a container). */
     const char *sup = getenv("LEAKD_SUPERVISOR_PID");
     if (sup && atoi(sup) > 0 && getppid() != (pid_t)atoi(sup)) stopping = 1;
-    char owner[200];
+    char owner[200], store[LD_STORE_ID_LEN + 1], err[1024];
     ld_worker_owner(getpid(), owner, sizeof owner);
+    /* made by the supervisor before it started us: reading it fails only with the data dir */
+    if (ld_blob_store_id(cfg->data_dir, store, err, sizeof err) != 0) {
+        ld_error("%s", err);
+        return 1;
+    }
     metrics = ld_worker_metrics_attach();
     ld_db *db = NULL;
     unsigned backoff = 1;
     while (!stopping) {
         if (!db) {
-            char err[512];
             db = ld_db_connect(cfg->database_url, err, sizeof err);
             if (!db || ld_db_listen(db, "leakd_reports") != LD_OK) {
                 ld_warn("cannot reach the database (%s); retrying in %u s", db ? ld_db_error(db) : err, backoff);
@@ -692,7 +697,7 @@ int ld_worker_main(const ld_config *cfg) {
             ld_info("worker %s ready", owner);
         }
         ld_job job;
-        ld_status st = ld_job_claim(db, owner, cfg->lease_seconds, &job);
+        ld_status st = ld_job_claim(db, owner, store, cfg->lease_seconds, &job);
         if (st == LD_OK) {
             run_job(cfg, db, owner, &job);
             ld_job_clear(&job);

@@ -349,6 +349,8 @@ class Leakd:
         """False when leakd could not listen on a port free_port chose (another test's process
         took it meanwhile: ctest runs two suites at once) and may try again on others."""
         logged = os.path.getsize(self.log_path) if os.path.exists(self.log_path) else 0
+        if getattr(self, "_log", None):
+            self._log.close()  # a restart's: the child has its own copy of the descriptor
         self._log = open(self.log_path, "ab")
         pre = (lambda: resource.setrlimit(resource.RLIMIT_NOFILE, nofile)) if nofile else None
         self.proc = subprocess.Popen([self.bin, "serve"], env=self.env, stdout=self._log, stderr=subprocess.STDOUT,

@@ -297,6 +297,35 @@ class T01_Cli(unittest.TestCase):
         self.assertEqual(rc, 4, err)
         self.assertIn("leakd migrate", err)
 
+    def test_serve_refuses_a_data_dir_whose_store_id_is_not_one(self):
+        # The store id names the reports whose dumps the dir holds: leakd must not make up a
+        # new one over it (its queued reports would never be claimed again).
+        db = H.migrated_database()
+        self.addCleanup(H.drop_database, db)
+        srv = H.Leakd(db, workers=1)
+        self.addCleanup(srv.cleanup)
+        os.makedirs(srv.data_dir)
+        path = os.path.join(srv.data_dir, "store-id")
+        with open(path, "w") as f:
+            f.write("not a store id\n")
+        srv.start(wait=False)
+        self.assertEqual(srv.proc.wait(timeout=15), 1)
+        self.assertIn("%s holds no store id" % path, srv.log())
+        with open(path) as f:
+            self.assertEqual(f.read(), "not a store id\n")
+        # made at the first start, and kept
+        os.unlink(path)
+        srv.start()
+        with open(path) as f:
+            made = f.read()
+        self.assertRegex(made, r"^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}\n$")
+        self.assertIn("(blob store %s)" % made.strip(), srv.log())
+        srv.stop()
+        srv.start()
+        with open(path) as f:
+            self.assertEqual(f.read(), made)
+        self.assertEqual(sorted(f for f in os.listdir(srv.data_dir) if f.startswith("store-id")), ["store-id"])
+
     def test_settings_leakd_cannot_use_are_refused(self):
         """Each stops leakd before it starts, exit 2, one line naming the setting: before, a port
         over 65535 bound another one (99999 - 65536), WARN logged at info, 5 meant 1."""
@@ -3400,11 +3429,11 @@ class T07_WorkerLifecycle(ServerCase):
         self.assertEqual(H.psql(self.db, "SELECT status FROM reports WHERE id = '%s'" % meta["report_id"]), [["done"]])
 
     def test_sigterm_during_analysis_gives_the_report_back(self):
-        # a leakd of its own: this test stops it
+        # a leakd of its own: this test stops it (the class server's workers pass over the
+        # report: its dump is in the other data dir)
         app = self.new_app()
         srv = H.Leakd(self.db, workers=1, shutdown_timeout=3)
         self.addCleanup(srv.cleanup)
-        self.server.stop()  # the class server would claim the report too
         srv.start()
         self.http = H.Client(srv.port, API)
         rid, worker, child, attempts = self.claim_and_freeze(app)
@@ -3426,6 +3455,37 @@ class T07_WorkerLifecycle(ServerCase):
         self.server = srv2  # for wait_report's log
         st, attempts2, err, _ = self.wait_report(rid, timeout=60)
         self.assertEqual((st, attempts2), ("done", "1"), err)
+
+    def test_instances_with_data_dirs_of_their_own_analyze_their_own_uploads(self):
+        # Two leakd on one database, each with its own LEAKD_DATA_DIR (no shared file system).
+        # A worker claimed the other's reports too, found no dump and used an attempt: three
+        # such claims failed a report whose dump was safe on the other instance's disk.
+        app = self.new_app()
+        srv2 = H.Leakd(self.db, workers=1)
+        self.addCleanup(srv2.cleanup)
+        srv2.start()
+        stores = []
+        for srv in (self.server, srv2):
+            with open(os.path.join(srv.data_dir, "store-id")) as f:
+                stores.append(f.read().strip())
+            self.assertIn("(blob store %s)" % stores[-1], srv.log())
+        self.assertNotEqual(stores[0], stores[1])
+        cont = self.stop_workers()  # the class server's: its upload stays the oldest in the queue
+        first, second = H.make_meta(app.slug), H.make_meta(app.slug)
+        self.assertEqual(self.http.upload_file(app.ingest, first, INPUTS.stripped("static_field")).status, 202)
+        r = H.Client(srv2.port, API).upload_file(app.ingest, second, INPUTS.stripped("static_field"))
+        self.assertEqual(r.status, 202, r)
+        st, attempts, err, _ = self.wait_report(second["report_id"])
+        self.assertEqual((st, attempts), ("done", "1"), err)
+        # srv2's worker claims the oldest report first: it passed over the class server's
+        self.assertEqual(self.report_row(first["report_id"], "status, attempts, lease_owner, blob_store::text"),
+                         ["queued", "0", None, stores[0]])
+        cont()
+        st, attempts, err, _ = self.wait_report(first["report_id"])
+        self.assertEqual((st, attempts), ("done", "1"), err)
+        self.assertNotIn(first["report_id"], srv2.log())
+        self.assertEqual(rows(self.db, "SELECT blob_store::text FROM reports WHERE id = '%s'" % second["report_id"]),
+                         [[stores[1]]])
 
     def test_analysis_child_of_a_worker_dead_before_prctl_gives_up(self):
         # The worker dies between fork and the child's PR_SET_PDEATHSIG (strace holds the

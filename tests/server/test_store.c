@@ -33,6 +33,9 @@
 
 #define SIG_GCROOT "a49095c3373b957532aff14eb32987bb75ffe9d5" /* SHA-1("GcRootleak") */
 #define LIB_PATTERN "instance field android.app.Activity$1#this$0"
+/* This instance's blob store (blob_store.h); the reports the tests insert name none, or OTHER_STORE. */
+#define STORE "0f0f0f0f-0000-4000-8000-000000000001"
+#define OTHER_STORE "0f0f0f0f-0000-4000-8000-000000000002"
 
 typedef struct {
     char admin_url[1024]; /* the database we were given */
@@ -752,7 +755,7 @@ static void test_claim_oldest(void **state) {
     make_queued(c, app, 3, 20);
     ld_job job;
     char id[37], v[64];
-    assert_int_equal(ld_job_claim(c->db, "host:1", 60, &job), LD_OK);
+    assert_int_equal(ld_job_claim(c->db, "host:1", STORE, 60, &job), LD_OK);
     uuid_n(id, 2);
     assert_string_equal(job.report_id, id);
     assert_int_equal(job.app_id, app);
@@ -767,15 +770,15 @@ static void test_claim_oldest(void **state) {
     assert_string_equal(v, "analyzing host:1 true");
     ld_job_clear(&job);
 
-    assert_int_equal(ld_job_claim(c->db, "host:1", 60, &job), LD_OK);
+    assert_int_equal(ld_job_claim(c->db, "host:1", STORE, 60, &job), LD_OK);
     uuid_n(id, 3);
     assert_string_equal(job.report_id, id);
     ld_job_clear(&job);
-    assert_int_equal(ld_job_claim(c->db, "host:1", 60, &job), LD_OK);
+    assert_int_equal(ld_job_claim(c->db, "host:1", STORE, 60, &job), LD_OK);
     uuid_n(id, 1);
     assert_string_equal(job.report_id, id);
     ld_job_clear(&job);
-    assert_int_equal(ld_job_claim(c->db, "host:1", 60, &job), LD_ERR_NOT_FOUND);
+    assert_int_equal(ld_job_claim(c->db, "host:1", STORE, 60, &job), LD_ERR_NOT_FOUND);
     ld_job_clear(&job);
 }
 
@@ -802,7 +805,7 @@ static void *claim_thread(void *arg) {
     PGresult *res = NULL;
     ld_db_exec(db, &res, "SET statement_timeout = '5s'", 0, NULL);
     PQclear(res);
-    int ok = ld_db_begin(db) == LD_OK && ld_job_claim(db, cl->owner, 60, &job) == LD_OK;
+    int ok = ld_db_begin(db) == LD_OK && ld_job_claim(db, cl->owner, STORE, 60, &job) == LD_OK;
     pthread_barrier_wait(cl->barrier); /* both hold their locks here */
     if (ok) {
         snprintf(cl->report_id, sizeof cl->report_id, "%s", job.report_id);
@@ -843,11 +846,11 @@ static void test_expired_lease(void **state) {
     int64_t app = create_app(c, "app-one");
     make_queued(c, app, 1, 10);
     ld_job a, b;
-    assert_int_equal(ld_job_claim(c->db, "host:a", 60, &a), LD_OK);
-    assert_int_equal(ld_job_claim(c->db, "host:b", 60, &b), LD_ERR_NOT_FOUND); /* leased */
+    assert_int_equal(ld_job_claim(c->db, "host:a", STORE, 60, &a), LD_OK);
+    assert_int_equal(ld_job_claim(c->db, "host:b", STORE, 60, &b), LD_ERR_NOT_FOUND); /* leased */
     assert_int_equal(ld_job_renew(c->db, &a, "host:a", 60), LD_OK);
     exec1(c, "UPDATE reports SET lease_until = now() - interval '1 second' WHERE id = $1::uuid", a.report_id);
-    assert_int_equal(ld_job_claim(c->db, "host:b", 60, &b), LD_OK);
+    assert_int_equal(ld_job_claim(c->db, "host:b", STORE, 60, &b), LD_OK);
     assert_string_equal(b.report_id, a.report_id);
     assert_int_equal(b.attempts, 2);
     /* a lost its lease: it can neither renew, nor complete, nor fail, nor release */
@@ -865,7 +868,7 @@ static void test_expired_lease(void **state) {
     assert_int_equal(ld_job_renew(c->db, &b, "host:b", 60), LD_OK);
     exec1(c, "UPDATE reports SET lease_until = now() - interval '1 second' WHERE id = $1::uuid", b.report_id);
     ld_job b2;
-    assert_int_equal(ld_job_claim(c->db, "host:b", 60, &b2), LD_OK);
+    assert_int_equal(ld_job_claim(c->db, "host:b", STORE, 60, &b2), LD_OK);
     assert_int_equal(b2.attempts, 3);
     assert_int_equal(ld_job_renew(c->db, &b, "host:b", 60), LD_ERR_NOT_FOUND);
     assert_int_equal(ld_job_renew(c->db, &b2, "host:b", 60), LD_OK);
@@ -889,11 +892,11 @@ static void test_lost_lease_gives_its_attempt_back(void **state) {
     make_queued(c, app, 1, 10);
     ld_job a, b, d;
     char v[64];
-    assert_int_equal(ld_job_claim(c->db, "host:a", 60, &a), LD_OK);
+    assert_int_equal(ld_job_claim(c->db, "host:a", STORE, 60, &a), LD_OK);
     /* nobody took it: nothing to give back, and the lease is still a's to renew */
     expire_lease(c, a.report_id);
     assert_int_equal(ld_job_lease_lost(c->db, &a), LD_ERR_NOT_FOUND);
-    assert_int_equal(ld_job_claim(c->db, "host:b", 60, &b), LD_OK);
+    assert_int_equal(ld_job_claim(c->db, "host:b", STORE, 60, &b), LD_OK);
     assert_int_equal(b.attempts, 2);
     assert_int_equal(ld_job_attempts_used(&b), 2); /* what b knew when it claimed */
     /* a learns it lost the lease: once, however often it says so */
@@ -913,7 +916,7 @@ static void test_lost_lease_gives_its_attempt_back(void **state) {
     assert_int_equal(failed, 0);
     report_field(c, a.report_id, "status || ' ' || attempts || ' ' || lost_leases", v, sizeof v);
     assert_string_equal(v, "queued 2 1");
-    assert_int_equal(ld_job_claim(c->db, "host:b", 60, &d), LD_OK);
+    assert_int_equal(ld_job_claim(c->db, "host:b", STORE, 60, &d), LD_OK);
     assert_int_equal(d.attempts, 3);
     assert_int_equal(ld_job_attempts_used(&d), 2);
     assert_int_equal(ld_job_fail(c->db, &d, "host:b", "crash 2", 0, 2, 0, &failed), LD_OK);
@@ -927,11 +930,11 @@ static void test_lost_lease_gives_its_attempt_back(void **state) {
     /* Two lost leases in a row, told in either order: both given back, the latest claim not. */
     make_queued(c, app, 2, 10);
     ld_job x, y, z;
-    assert_int_equal(ld_job_claim(c->db, "host:x", 60, &x), LD_OK);
+    assert_int_equal(ld_job_claim(c->db, "host:x", STORE, 60, &x), LD_OK);
     expire_lease(c, x.report_id);
-    assert_int_equal(ld_job_claim(c->db, "host:y", 60, &y), LD_OK);
+    assert_int_equal(ld_job_claim(c->db, "host:y", STORE, 60, &y), LD_OK);
     expire_lease(c, y.report_id);
-    assert_int_equal(ld_job_claim(c->db, "host:z", 60, &z), LD_OK);
+    assert_int_equal(ld_job_claim(c->db, "host:z", STORE, 60, &z), LD_OK);
     assert_int_equal(ld_job_lease_lost(c->db, &y), LD_OK);
     assert_int_equal(ld_job_lease_lost(c->db, &x), LD_OK);
     assert_int_equal(ld_job_lease_lost(c->db, &z), LD_ERR_NOT_FOUND); /* z holds it */
@@ -950,7 +953,7 @@ static void test_fail_and_retry(void **state) {
     ld_job job;
     char v[128];
     for (int attempt = 1; attempt <= 3; attempt++) {
-        assert_int_equal(ld_job_claim(c->db, "host:1", 60, &job), LD_OK);
+        assert_int_equal(ld_job_claim(c->db, "host:1", STORE, 60, &job), LD_OK);
         assert_int_equal(job.attempts, attempt);
         char msg[32];
         snprintf(msg, sizeof msg, "crash %d", attempt);
@@ -968,11 +971,11 @@ static void test_fail_and_retry(void **state) {
         }
         ld_job_clear(&job);
     }
-    assert_int_equal(ld_job_claim(c->db, "host:1", 60, &job), LD_ERR_NOT_FOUND);
+    assert_int_equal(ld_job_claim(c->db, "host:1", STORE, 60, &job), LD_ERR_NOT_FOUND);
 
     /* a permanent failure (parse error) fails at the first attempt */
     make_queued(c, app, 2, 5);
-    assert_int_equal(ld_job_claim(c->db, "host:1", 60, &job), LD_OK);
+    assert_int_equal(ld_job_claim(c->db, "host:1", STORE, 60, &job), LD_OK);
     assert_int_equal(ld_job_fail(c->db, &job, "host:1", "bad HPROF at offset 12", 1, 3, 60, NULL), LD_OK);
     report_field(c, job.report_id, "status || ' ' || attempts || ' ' || (analyzed_at IS NOT NULL)", v, sizeof v);
     assert_string_equal(v, "failed 1 true");
@@ -993,7 +996,7 @@ static void test_failed_attempt_waits_its_delay(void **state) {
     make_queued(c, app, 1, 10);
     ld_job job;
     char v[128];
-    assert_int_equal(ld_job_claim(c->db, "host:1", 60, &job), LD_OK);
+    assert_int_equal(ld_job_claim(c->db, "host:1", STORE, 60, &job), LD_OK);
     assert_int_equal(ld_job_fail(c->db, &job, "host:1", "crash 1", 0, 2, 120, NULL), LD_OK);
     report_field(c, job.report_id,
                  "status || ' ' || attempts || ' ' || (lease_owner IS NULL) || ' ' || "
@@ -1001,20 +1004,20 @@ static void test_failed_attempt_waits_its_delay(void **state) {
                  v, sizeof v);
     assert_string_equal(v, "queued 1 true true");
     ld_job other;
-    assert_int_equal(ld_job_claim(c->db, "host:2", 60, &other), LD_ERR_NOT_FOUND);
+    assert_int_equal(ld_job_claim(c->db, "host:2", STORE, 60, &other), LD_ERR_NOT_FOUND);
     long due = 0; /* what an idle worker waits for */
     assert_int_equal(ld_job_next_due(c->db, &due), LD_OK);
     assert_true(due > 110000 && due <= 120000);
     /* its time has come */
     exec1(c, "UPDATE reports SET lease_until = now() - interval '1 s' WHERE id = $1::uuid", job.report_id);
     ld_job_clear(&job);
-    assert_int_equal(ld_job_claim(c->db, "host:2", 60, &job), LD_OK);
+    assert_int_equal(ld_job_claim(c->db, "host:2", STORE, 60, &job), LD_OK);
     assert_int_equal(job.attempts, 2);
     assert_int_equal(ld_job_fail(c->db, &job, "host:2", "crash 2", 0, 2, 240, NULL), LD_OK);
     report_field(c, job.report_id, "status || ' ' || attempts || ' ' || (lease_until IS NULL)", v, sizeof v);
     assert_string_equal(v, "failed 2 true");
     ld_job_clear(&job);
-    assert_int_equal(ld_job_claim(c->db, "host:2", 60, &job), LD_ERR_NOT_FOUND);
+    assert_int_equal(ld_job_claim(c->db, "host:2", STORE, 60, &job), LD_ERR_NOT_FOUND);
     assert_int_equal(ld_job_next_due(c->db, &due), LD_OK);
     assert_int_equal(due, -1);
 }
@@ -1025,14 +1028,14 @@ static void test_release_refund(void **state) {
     make_queued(c, app, 1, 10);
     ld_job job;
     char v[64];
-    assert_int_equal(ld_job_claim(c->db, "host:1", 60, &job), LD_OK);
+    assert_int_equal(ld_job_claim(c->db, "host:1", STORE, 60, &job), LD_OK);
     assert_int_equal(job.attempts, 1);
     assert_int_equal(ld_job_release(c->db, &job, "host:1", 1), LD_OK);
     report_field(c, job.report_id, "status || ' ' || attempts || ' ' || (lease_owner IS NULL AND lease_until IS NULL)", v,
                  sizeof v);
     assert_string_equal(v, "queued 0 true");
     ld_job_clear(&job);
-    assert_int_equal(ld_job_claim(c->db, "host:1", 60, &job), LD_OK);
+    assert_int_equal(ld_job_claim(c->db, "host:1", STORE, 60, &job), LD_OK);
     assert_int_equal(job.attempts, 1);
     assert_int_equal(ld_job_release(c->db, &job, "host:1", 0), LD_OK);
     report_field(c, job.report_id, "status || ' ' || attempts", v, sizeof v);
@@ -1046,7 +1049,7 @@ static void test_complete_once(void **state) {
     int64_t app = create_app(c, "app-one");
     make_queued(c, app, 1, 10);
     ld_job job;
-    assert_int_equal(ld_job_claim(c->db, "host:1", 60, &job), LD_OK);
+    assert_int_equal(ld_job_claim(c->db, "host:1", STORE, 60, &job), LD_OK);
     char *json = leak_json(4, 1, 2, "true");
     lw_leak_report *rep = parse_report(json);
     assert_int_equal(ld_job_complete(c->db, &job, "host:1", rep), LD_OK);
@@ -1066,7 +1069,7 @@ static void test_complete_once(void **state) {
                  v, sizeof v);
     assert_string_equal(v, "done 2 true true 2");
     ld_job_clear(&job);
-    assert_int_equal(ld_job_claim(c->db, "host:1", 60, &job), LD_ERR_NOT_FOUND); /* done is not claimable */
+    assert_int_equal(ld_job_claim(c->db, "host:1", STORE, 60, &job), LD_ERR_NOT_FOUND); /* done is not claimable */
     lw_leak_report_free(rep);
     free(json);
 }
@@ -1078,9 +1081,9 @@ static void test_release_owner(void **state) {
     make_queued(c, app, 2, 20);
     make_queued(c, app, 3, 10);
     ld_job j1, j2, j3;
-    assert_int_equal(ld_job_claim(c->db, "dead:1", 60, &j1), LD_OK);
-    assert_int_equal(ld_job_claim(c->db, "alive:2", 60, &j2), LD_OK);
-    assert_int_equal(ld_job_claim(c->db, "dead:1", 60, &j3), LD_OK);
+    assert_int_equal(ld_job_claim(c->db, "dead:1", STORE, 60, &j1), LD_OK);
+    assert_int_equal(ld_job_claim(c->db, "alive:2", STORE, 60, &j2), LD_OK);
+    assert_int_equal(ld_job_claim(c->db, "dead:1", STORE, 60, &j3), LD_OK);
     int64_t n = -1;
     assert_int_equal(ld_jobs_release_owner(c->db, "dead:1", 0, &n), LD_OK);
     assert_int_equal(n, 2);
@@ -1091,7 +1094,7 @@ static void test_release_owner(void **state) {
     assert_int_equal(ld_jobs_release_owner(c->db, "dead:1", 0, &n), LD_OK);
     assert_int_equal(n, 0);
     ld_job again;
-    assert_int_equal(ld_job_claim(c->db, "alive:2", 60, &again), LD_OK); /* reclaimable at once */
+    assert_int_equal(ld_job_claim(c->db, "alive:2", STORE, 60, &again), LD_OK); /* reclaimable at once */
     assert_string_equal(again.report_id, j1.report_id);
     assert_int_equal(again.attempts, 2);
     /* killed at the shutdown deadline: its attempt is given back */
@@ -1106,6 +1109,20 @@ static void test_release_owner(void **state) {
 }
 
 /* ---- retention and the report object --------------------------------------------------- */
+
+/* One ld_retention_purge of reports over 90 days old: it deleted `want` and returned the one
+ * dump `blob` to delete (NULL: none). */
+static void purge_expect(ctx *c, const char *store, int64_t limit, int64_t want, const char *blob) {
+    int64_t deleted = -1;
+    char **paths = NULL;
+    size_t nblobs = 99;
+    assert_int_equal(ld_retention_purge(c->db, store, 90, limit, &deleted, &paths, &nblobs), LD_OK);
+    assert_int_equal(deleted, want);
+    assert_int_equal(nblobs, blob ? 1 : 0);
+    if (blob) assert_string_equal(paths[0], blob);
+    else assert_null(paths);
+    ld_blob_paths_free(paths, nblobs);
+}
 
 static void test_retention(void **state) {
     ctx *c = *state;
@@ -1125,20 +1142,10 @@ static void test_retention(void **state) {
     exec1(c, "UPDATE reports SET received_at = now() - interval '100 days' WHERE id = $1::uuid", id3);
 
     /* a batch at a time, the oldest first */
-    int64_t deleted = -1;
-    char **paths = NULL;
-    size_t nblobs = 99;
-    assert_int_equal(ld_retention_purge(c->db, 90, 1, &deleted, &paths, &nblobs), LD_OK);
-    assert_int_equal(deleted, 1);
-    assert_int_equal(nblobs, 1);
-    assert_string_equal(paths[0], "blobs/2.hprof.zst");
-    ld_blob_paths_free(paths, nblobs);
+    purge_expect(c, STORE, 1, 1, "blobs/2.hprof.zst");
     assert_int_equal(scalar(c, "SELECT count(*) FROM reports", NULL), 3);
     assert_int_equal(scalar(c, "SELECT count(*) FROM occurrences", NULL), 2);
-    assert_int_equal(ld_retention_purge(c->db, 90, 1, &deleted, &paths, &nblobs), LD_OK);
-    assert_int_equal(deleted, 1);
-    assert_int_equal(nblobs, 0); /* the traces report had no blob */
-    assert_null(paths);
+    purge_expect(c, STORE, 1, 1, NULL); /* the traces report had no blob */
     assert_int_equal(scalar(c, "SELECT count(*) FROM reports", NULL), 2);
     assert_int_equal(scalar(c, "SELECT count(*) FROM occurrences", NULL), 1); /* id3's went with it */
     group_row g;
@@ -1147,10 +1154,7 @@ static void test_retention(void **state) {
     assert_int_equal(g.leaked_objects, 4);
     assert_int_equal(g.devices, 2);
 
-    assert_int_equal(ld_retention_purge(c->db, 90, 1000, &deleted, &paths, &nblobs), LD_OK);
-    assert_int_equal(deleted, 0);
-    assert_int_equal(nblobs, 0);
-    assert_null(paths);
+    purge_expect(c, STORE, 1000, 0, NULL);
 
     /* 1 is completed by a worker while the purge runs: the purge passes over the row it has
      * locked, and deletes it, and the occurrences it added, once it is done. (One statement
@@ -1169,18 +1173,18 @@ static void test_retention(void **state) {
                                 1, p1),
                      LD_OK);
     PQclear(res);
-    assert_int_equal(ld_retention_purge(c->db, 90, 1000, &deleted, &paths, &nblobs), LD_OK);
-    assert_int_equal(deleted, 0);
+    purge_expect(c, STORE, 1000, 0, NULL);
     assert_int_equal(ld_db_commit(worker), LD_OK);
     ld_db_close(worker);
-    assert_int_equal(ld_retention_purge(c->db, 90, 1000, &deleted, &paths, &nblobs), LD_OK);
-    assert_int_equal(deleted, 1);
-    ld_blob_paths_free(paths, nblobs);
+    purge_expect(c, STORE, 1000, 1, "blobs/1.hprof.zst");
     assert_int_equal(scalar(c, "SELECT count(*) FROM occurrences o WHERE NOT EXISTS "
                                "(SELECT 1 FROM reports r WHERE r.id = o.report_id)", NULL), 0);
     assert_int_equal(scalar(c, "SELECT count(*) FROM reports", NULL), 1);
-    assert_int_equal(ld_retention_purge(c->db, 0, 1000, &deleted, &paths, &nblobs), LD_ERR_INVALID);
-    assert_int_equal(ld_retention_purge(c->db, 90, 0, &deleted, &paths, &nblobs), LD_ERR_INVALID);
+    int64_t deleted;
+    char **paths;
+    size_t nblobs;
+    assert_int_equal(ld_retention_purge(c->db, STORE, 0, 1000, &deleted, &paths, &nblobs), LD_ERR_INVALID);
+    assert_int_equal(ld_retention_purge(c->db, STORE, 90, 0, &deleted, &paths, &nblobs), LD_ERR_INVALID);
     free(json);
 }
 
@@ -1205,20 +1209,20 @@ static void test_failed_blobs_purge(void **state) {
     char **paths = NULL;
     size_t n = 99;
     /* no cap: only the one older than 7 days */
-    assert_int_equal(ld_failed_blobs_purge(c->db, 7, 0, &paths, &n), LD_OK);
+    assert_int_equal(ld_failed_blobs_purge(c->db, STORE, 7, 0, &paths, &n), LD_OK);
     assert_int_equal(n, 1);
     assert_string_equal(paths[0], "blobs/4.hprof.zst");
     ld_blob_paths_free(paths, n);
     /* 350 bytes: the newest (100) and the next (200) fit, 300 more would not */
-    assert_int_equal(ld_failed_blobs_purge(c->db, 7, 350, &paths, &n), LD_OK);
+    assert_int_equal(ld_failed_blobs_purge(c->db, STORE, 7, 350, &paths, &n), LD_OK);
     assert_int_equal(n, 1);
     assert_string_equal(paths[0], "blobs/3.hprof.zst");
     ld_blob_paths_free(paths, n);
-    assert_int_equal(ld_failed_blobs_purge(c->db, 7, 350, &paths, &n), LD_OK);
+    assert_int_equal(ld_failed_blobs_purge(c->db, STORE, 7, 350, &paths, &n), LD_OK);
     assert_int_equal(n, 0);
     assert_null(paths);
     /* a cap below the newest dump leaves none */
-    assert_int_equal(ld_failed_blobs_purge(c->db, 7, 50, &paths, &n), LD_OK);
+    assert_int_equal(ld_failed_blobs_purge(c->db, STORE, 7, 50, &paths, &n), LD_OK);
     assert_int_equal(n, 2);
     ld_blob_paths_free(paths, n);
     assert_int_equal(scalar(c, "SELECT count(*) FROM reports WHERE blob_path IS NOT NULL", NULL), 1);
@@ -1226,7 +1230,63 @@ static void test_failed_blobs_purge(void **state) {
     uuid_n(id5, 5);
     assert_int_equal(scalar(c, "SELECT count(*) FROM reports WHERE blob_path IS NOT NULL AND id = $1::uuid", id5), 1);
     assert_int_equal(scalar(c, "SELECT count(*) FROM reports", NULL), 5); /* rows stay; only their dumps go */
-    assert_int_equal(ld_failed_blobs_purge(c->db, -1, 0, &paths, &n), LD_ERR_INVALID);
+    assert_int_equal(ld_failed_blobs_purge(c->db, STORE, -1, 0, &paths, &n), LD_ERR_INVALID);
+}
+
+/* Instances with data dirs of their own: a worker claims only the reports whose dump is in its
+ * own blob store, or that name none (stored before migration 0017); the purges delete only
+ * those dumps, and leave another store's reports with their dumps to its instances. */
+static void test_blob_stores(void **state) {
+    ctx *c = *state;
+    int64_t app = create_app(c, "app-one");
+    /* 1 (the oldest) in the other store, 2 in none, 3 in this one */
+    static const char *const stores[] = {OTHER_STORE, NULL, STORE};
+    char id[3][37];
+    for (int n = 1; n <= 3; n++) {
+        char blob[64];
+        uuid_n(id[n - 1], n);
+        snprintf(blob, sizeof blob, "blobs/%d.hprof.zst", n);
+        ld_report_in in = heap_in(app, id[n - 1], blob);
+        in.blob_store = stores[n - 1];
+        int created = 0;
+        assert_int_equal(ld_report_insert_queued(c->db, &in, &created), LD_OK);
+        assert_int_equal(created, 1);
+        char sql[160];
+        snprintf(sql, sizeof sql, "UPDATE reports SET received_at = now() - interval '100 days' + interval '%d s'"
+                                  " WHERE id = $1::uuid", n);
+        exec1(c, sql, id[n - 1]);
+    }
+    ld_job job;
+    assert_int_equal(ld_job_claim(c->db, "host:1", "not-a-store", 60, &job), LD_ERR_INVALID);
+    assert_int_equal(ld_job_claim(c->db, "host:1", STORE, 60, &job), LD_OK);
+    assert_string_equal(job.report_id, id[1]);
+    ld_job_clear(&job);
+    assert_int_equal(ld_job_claim(c->db, "host:1", STORE, 60, &job), LD_OK);
+    assert_string_equal(job.report_id, id[2]);
+    ld_job_clear(&job);
+    assert_int_equal(ld_job_claim(c->db, "host:1", STORE, 60, &job), LD_ERR_NOT_FOUND); /* 1 is not ours */
+    assert_int_equal(ld_job_claim(c->db, "host:2", OTHER_STORE, 60, &job), LD_OK);
+    assert_string_equal(job.report_id, id[0]);
+    ld_job_clear(&job);
+
+    /* All three failed 100 days ago, their dumps kept */
+    exec1(c, "UPDATE reports SET status = 'failed', lease_owner = NULL, lease_until = NULL, analyzed_at = received_at",
+          NULL);
+    char **paths = NULL;
+    size_t nblobs = 0;
+    int64_t deleted = 0;
+    assert_int_equal(ld_failed_blobs_purge(c->db, STORE, 30, 0, &paths, &nblobs), LD_OK);
+    assert_int_equal(nblobs, 2);
+    assert_true((strcmp(paths[0], "blobs/2.hprof.zst") == 0 && strcmp(paths[1], "blobs/3.hprof.zst") == 0) ||
+                (strcmp(paths[0], "blobs/3.hprof.zst") == 0 && strcmp(paths[1], "blobs/2.hprof.zst") == 0));
+    ld_blob_paths_free(paths, nblobs);
+    /* the other store's dump is its instances' to delete, and so is its report meanwhile */
+    purge_expect(c, STORE, 1000, 2, NULL);
+    assert_int_equal(scalar(c, "SELECT count(*) FROM reports WHERE id = $1::uuid", id[0]), 1);
+    purge_expect(c, OTHER_STORE, 1000, 1, "blobs/1.hprof.zst");
+    assert_int_equal(scalar(c, "SELECT count(*) FROM reports", NULL), 0);
+    assert_int_equal(ld_retention_purge(c->db, "", 90, 1000, &deleted, &paths, &nblobs), LD_ERR_INVALID);
+    assert_int_equal(ld_failed_blobs_purge(c->db, NULL, 30, 0, &paths, &nblobs), LD_ERR_INVALID);
 }
 
 static void assert_keys(json_t *obj, const char *const *keys, size_t n) {
@@ -1274,7 +1334,7 @@ static void test_report_get(void **state) {
 
     /* a retried (not yet failed) job shows no error */
     ld_job job;
-    assert_int_equal(ld_job_claim(c->db, "h:1", 60, &job), LD_OK);
+    assert_int_equal(ld_job_claim(c->db, "h:1", STORE, 60, &job), LD_OK);
     assert_int_equal(ld_job_fail(c->db, &job, "h:1", "timeout", 0, 3, 0, NULL), LD_OK);
     ld_job_clear(&job);
     assert_int_equal(ld_report_get(c->db, app, id, &o), LD_OK);
@@ -1340,6 +1400,7 @@ int main(void) {
         cmocka_unit_test_setup(test_release_owner, test_setup),
         cmocka_unit_test_setup(test_retention, test_setup),
         cmocka_unit_test_setup(test_failed_blobs_purge, test_setup),
+        cmocka_unit_test_setup(test_blob_stores, test_setup),
         cmocka_unit_test_setup(test_report_get, test_setup),
     };
     return cmocka_run_group_tests(tests, suite_setup, suite_teardown);
