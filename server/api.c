@@ -759,6 +759,20 @@ char *ld_metrics_render(ld_server *s) {
         fprintf(f, "# HELP leakd_reports Reports stored, by status.\n# TYPE leakd_reports gauge\n");
         for (int i = 0; i < PQntuples(res); i++)
             fprintf(f, "leakd_reports{status=\"%s\"} %s\n", PQgetvalue(res, i, 0), PQgetvalue(res, i, 1));
+        PQclear(res);
+        res = NULL;
+        /* The queue of this instance's workers: the others' are waiting for an instance of
+         * their own blob store (docs/operations.md), which this one cannot stand in for. */
+        const char *p[] = {s->store_id};
+        up = ld_db_exec(db, &res,
+                        "SELECT count(*) FROM reports WHERE status IN ('queued', 'analyzing')"
+                        " AND (blob_store IS NULL OR blob_store = $1::uuid)",
+                        1, p) == LD_OK;
+        if (up)
+            fprintf(f, "# HELP leakd_reports_claimable Reports queued or under analysis whose dump this instance's "
+                       "workers can read (in its blob store, or stored before stores were recorded).\n"
+                       "# TYPE leakd_reports_claimable gauge\nleakd_reports_claimable %s\n",
+                    PQgetvalue(res, 0, 0));
     }
     fprintf(f, "# HELP leakd_database_up Whether PostgreSQL answered this scrape's query (1) or not (0).\n"
                "# TYPE leakd_database_up gauge\nleakd_database_up %d\n", up);

@@ -3480,6 +3480,10 @@ class T07_WorkerLifecycle(ServerCase):
         # srv2's worker claims the oldest report first: it passed over the class server's
         self.assertEqual(self.report_row(first["report_id"], "status, attempts, lease_owner, blob_store::text"),
                          ["queued", "0", None, stores[0]])
+        # each instance's metrics tell its own queue from the one it cannot serve
+        for srv, claimable in ((self.server, 1), (srv2, 0)):
+            m = srv.metrics()
+            self.assertEqual((m['leakd_reports{status="queued"}'], m["leakd_reports_claimable"]), (1, claimable))
         cont()
         st, attempts, err, _ = self.wait_report(first["report_id"])
         self.assertEqual((st, attempts), ("done", "1"), err)
