@@ -340,6 +340,9 @@ static int serve(ld_server *s) {
     char self_pid[16];
     snprintf(self_pid, sizeof self_pid, "%d", (int)getpid());
     setenv("LEAKD_SUPERVISOR_PID", self_pid, 1); /* workers stop if it dies (worker.c) */
+    /* The id ingest records: a worker that read store-id itself after it was deleted would
+     * make a new one, and claim none of the reports this instance takes. */
+    setenv("LEAKD_SUPERVISOR_STORE_ID", s->store_id, 1);
     if (ld_metrics_init(&s->metrics) != 0) ld_warn("no shared memory for the workers' metrics: analysis counters are off");
     worker_slot *workers = calloc((size_t)c->workers, sizeof *workers);
     if (!workers) {

@@ -670,8 +670,11 @@ int ld_worker_main(const ld_config *cfg) {
     if (sup && atoi(sup) > 0 && getppid() != (pid_t)atoi(sup)) stopping = 1;
     char owner[200], store[LD_STORE_ID_LEN + 1], err[1024];
     ld_worker_owner(getpid(), owner, sizeof owner);
-    /* made by the supervisor before it started us: reading it fails only with the data dir */
-    if (ld_blob_store_id(cfg->data_dir, store, err, sizeof err) != 0) {
+    /* the supervisor's (main.c); a worker started by hand reads the data dir's */
+    const char *sup_store = getenv("LEAKD_SUPERVISOR_STORE_ID");
+    if (ld_uuid_valid(sup_store)) {
+        memcpy(store, sup_store, sizeof store);
+    } else if (ld_blob_store_id(cfg->data_dir, store, err, sizeof err) != 0) {
         ld_error("%s", err);
         return 1;
     }

@@ -3491,6 +3491,26 @@ class T07_WorkerLifecycle(ServerCase):
         self.assertEqual(rows(self.db, "SELECT blob_store::text FROM reports WHERE id = '%s'" % second["report_id"]),
                          [[stores[1]]])
 
+    def test_a_restarted_worker_claims_by_the_store_id_leakd_started_with(self):
+        # store-id deleted under a running leakd, then its worker dies: the new worker made a new
+        # id, and claimed none of the reports its instance took (recorded under the first).
+        app = self.new_app()
+        srv = H.Leakd(self.db, workers=1)
+        self.addCleanup(srv.cleanup)
+        srv.start()
+        path = os.path.join(srv.data_dir, "store-id")
+        os.unlink(path)
+        old = srv.worker_pids()
+        os.kill(old[0], signal.SIGKILL)
+        H.wait_for(lambda: (lambda p: len(p) == 1 and p != old)(srv.worker_pids()), 10, what="a new worker")
+        meta = H.make_meta(app.slug)
+        r = H.Client(srv.port, API).upload_file(app.ingest, meta, INPUTS.stripped("static_field"))
+        self.assertEqual(r.status, 202, r)
+        self.server = srv  # for wait_report's log
+        st, attempts, err, _ = self.wait_report(meta["report_id"])
+        self.assertEqual((st, attempts), ("done", "1"), err)
+        self.assertFalse(os.path.exists(path))
+
     def test_analysis_child_of_a_worker_dead_before_prctl_gives_up(self):
         # The worker dies between fork and the child's PR_SET_PDEATHSIG (strace holds the
         # child's prctl for 3 s meanwhile): the child must not go on analyzing unsupervised (up
