@@ -4,13 +4,11 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
-#include <sys/random.h>
 #include <unistd.h>
 
-#include "reports.h"
+#include "uuid.h"
 
 /* 1 read, 0 no file yet, -1 error (in err). */
 static int read_id(const char *path, char id[LD_STORE_ID_LEN + 1], char *err, size_t cap) {
@@ -30,7 +28,7 @@ static int read_id(const char *path, char id[LD_STORE_ID_LEN + 1], char *err, si
     }
     buf[n] = 0;
     if (n > 0 && buf[n - 1] == '\n') buf[--n] = 0;
-    if (!ld_uuid_valid(buf)) {
+    if (!lw__uuid_valid(buf)) {
         snprintf(err, cap,
                  "%s holds no store id (a lower-case UUID); it names the reports whose dumps this data dir "
                  "holds, so leakd will not replace it: see docs/operations.md",
@@ -39,20 +37,6 @@ static int read_id(const char *path, char id[LD_STORE_ID_LEN + 1], char *err, si
     }
     memcpy(id, buf, LD_STORE_ID_LEN + 1);
     return 1;
-}
-
-/* A random (version 4) UUID. */
-static int new_id(char id[LD_STORE_ID_LEN + 1], char *err, size_t cap) {
-    uint8_t b[16];
-    if (getrandom(b, sizeof b, 0) != (ssize_t)sizeof b) {
-        snprintf(err, cap, "getrandom: %s", strerror(errno));
-        return -1;
-    }
-    b[6] = (uint8_t)((b[6] & 0x0f) | 0x40);
-    b[8] = (uint8_t)((b[8] & 0x3f) | 0x80);
-    snprintf(id, LD_STORE_ID_LEN + 1, "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", b[0], b[1],
-             b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13], b[14], b[15]);
-    return 0;
 }
 
 int ld_blob_store_id(const char *data_dir, char id[LD_STORE_ID_LEN + 1], char *err, size_t cap) {
@@ -68,7 +52,10 @@ int ld_blob_store_id(const char *data_dir, char id[LD_STORE_ID_LEN + 1], char *e
     /* None yet: written whole under a name of our own, then linked into place, which fails
      * when another instance linked its own first (we then read that one). */
     char mine[LD_STORE_ID_LEN + 2];
-    if (new_id(mine, err, cap) != 0) goto out;
+    if (lw__uuid4(mine) != 0) {
+        snprintf(err, cap, "getrandom: %s", strerror(errno));
+        goto out;
+    }
     /* named after the id: two hosts sharing the dir may run leakd under the same pid */
     snprintf(tmp, sizeof tmp, "%s.%s.tmp", path, mine);
     fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0640);

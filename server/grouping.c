@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "reports.h"
+#include "uuid.h"
 
 /* A shallow copy of `t` whose element array is its own, so recomputing the suspect flags
  * leaves the caller's report untouched. Strings stay borrowed from `t`. */
@@ -92,7 +93,7 @@ ld_status ld_group_reports(ld_db *db, size_t n, const int64_t *app_ids, const ch
     size_t alen = 0, acap = 0, ilen = 0, icap = 0;
     for (size_t i = 0; i < n; i++) {
         char num[32];
-        if (!ld_uuid_valid(report_ids[i])) {
+        if (!lw__uuid_valid(report_ids[i])) {
             st = LD_ERR_INVALID;
             goto out;
         }

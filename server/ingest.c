@@ -23,6 +23,7 @@
 #include "report_writer.h"
 #include "reports.h"
 #include "server.h"
+#include "uuid.h"
 
 #define META_MAX (64u << 10)
 /* The largest body a traces report may have: meta, the traces part, and the multipart
@@ -83,7 +84,7 @@ static int check_meta(ld_req *r) {
     }
     in->meta_ok = 1;
     const char *id = m->report_id, *app = m->app, *mode = m->mode;
-    if (!id || !ld_uuid_valid(id)) {
+    if (!id || !lw__uuid_valid(id)) {
         fail(r, 400, "bad_meta", "meta.report_id must be a lower-case UUID");
         return -1;
     }

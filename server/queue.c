@@ -9,7 +9,7 @@
 #include <string.h>
 
 #include "grouping.h"
-#include "reports.h"
+#include "uuid.h"
 
 void ld_job_clear(ld_job *job) {
     if (!job) return;
@@ -25,7 +25,7 @@ static char *dup_value(const PGresult *res, int col) {
 }
 
 ld_status ld_job_claim(ld_db *db, const char *owner, const char *store, int lease_seconds, ld_job *job) {
-    if (!db || !owner || !*owner || !ld_uuid_valid(store) || lease_seconds < 1 || !job) return LD_ERR_INVALID;
+    if (!db || !owner || !*owner || !lw__uuid_valid(store) || lease_seconds < 1 || !job) return LD_ERR_INVALID;
     memset(job, 0, sizeof *job);
     ld_status st;
     PGresult *res = NULL;

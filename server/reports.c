@@ -9,19 +9,7 @@
 #include <string.h>
 
 #include "grouping.h"
-
-int ld_uuid_valid(const char *s) {
-    if (!s) return 0;
-    for (size_t i = 0; i < 36; i++) {
-        char c = s[i];
-        if (i == 8 || i == 13 || i == 18 || i == 23) {
-            if (c != '-') return 0;
-        } else if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'))) {
-            return 0;
-        }
-    }
-    return s[36] == '\0';
-}
+#include "uuid.h"
 
 ld_status ld_report_insert_queued(ld_db *db, const ld_report_in *in, int *created) {
     if (!db || !in || !created) return LD_ERR_INVALID;
@@ -31,7 +19,7 @@ ld_status ld_report_insert_queued(ld_db *db, const ld_report_in *in, int *create
     char app[32], build[32], bytes[32];
 
     *created = 0;
-    if (!ld_uuid_valid(in->report_id) || !in->meta_json) return LD_ERR_INVALID;
+    if (!lw__uuid_valid(in->report_id) || !in->meta_json) return LD_ERR_INVALID;
     snprintf(app, sizeof app, "%" PRId64, in->app_id);
     snprintf(build, sizeof build, "%" PRId64, in->build);
     snprintf(bytes, sizeof bytes, "%" PRId64, in->blob_bytes);
@@ -211,7 +199,7 @@ static ld_status batch_build(const ld_traces_item *items, size_t n, batch_params
     buf_str(&bp->ids, "{");
     for (size_t i = 0; i < n; i++) {
         const ld_report_in *in = &items[i].in;
-        if (!ld_uuid_valid(in->report_id) || !in->meta_json || !items[i].result_json || !items[i].result_json[0] ||
+        if (!lw__uuid_valid(in->report_id) || !in->meta_json || !items[i].result_json || !items[i].result_json[0] ||
             !items[i].rep || in->blob_path || !in->mode || strcmp(in->mode, "traces") != 0)
             return LD_ERR_INVALID;
         buf_str(&bp->ids, i ? "," : "");
@@ -430,7 +418,7 @@ char *ld_report_traces_json(const ld_traces_item *it, const char *app_slug, cons
 ld_status ld_report_get(ld_db *db, int64_t app_id, const char *report_id, json_t **out) {
     if (!db || !out) return LD_ERR_INVALID;
     *out = NULL;
-    if (!ld_uuid_valid(report_id)) return LD_ERR_NOT_FOUND;
+    if (!lw__uuid_valid(report_id)) return LD_ERR_NOT_FOUND;
     ld_status st;
     PGresult *res = NULL;
     char app[32];
@@ -551,7 +539,7 @@ out:
 
 ld_status ld_retention_purge(ld_db *db, const char *store, int days, int64_t limit, int64_t *reports_deleted,
                              char ***blob_paths_out, size_t *nblobs) {
-    if (!db || !ld_uuid_valid(store) || days < 1 || limit < 1 || !reports_deleted || !blob_paths_out || !nblobs)
+    if (!db || !lw__uuid_valid(store) || days < 1 || limit < 1 || !reports_deleted || !blob_paths_out || !nblobs)
         return LD_ERR_INVALID;
     char d[16], l[24];
     snprintf(d, sizeof d, "%d", days);
@@ -575,7 +563,7 @@ ld_status ld_retention_purge(ld_db *db, const char *store, int days, int64_t lim
 
 ld_status ld_failed_blobs_purge(ld_db *db, const char *store, int days, uint64_t max_bytes, char ***blob_paths_out,
                                 size_t *nblobs) {
-    if (!db || !ld_uuid_valid(store) || days < 0 || !blob_paths_out || !nblobs) return LD_ERR_INVALID;
+    if (!db || !lw__uuid_valid(store) || days < 0 || !blob_paths_out || !nblobs) return LD_ERR_INVALID;
     if (max_bytes > INT64_MAX) max_bytes = 0; /* bigint: no cap that large is a cap */
     int64_t rows;
     char d[16], b[24];

@@ -29,8 +29,6 @@ typedef struct ld_report_in {
     int64_t blob_bytes;
 } ld_report_in;
 
-/* 1 when `s` is a lower-case UUID in its canonical 8-4-4-4-12 form, else 0. */
-int ld_uuid_valid(const char *s);
 
 /* Inserts a heap report with status 'queued' and, in the same statement, NOTIFY
  * leakd_reports so idle workers wake up (delivered at commit). *created = 1 when inserted,

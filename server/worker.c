@@ -37,6 +37,7 @@
 #include "queue.h"
 #include "reports.h"
 #include "scratch.h"
+#include "uuid.h"
 
 static volatile sig_atomic_t stopping;
 static ld_worker_metrics *metrics; /* shared with the supervisor's /metrics; NULL when absent */
@@ -672,7 +673,7 @@ int ld_worker_main(const ld_config *cfg) {
     ld_worker_owner(getpid(), owner, sizeof owner);
     /* the supervisor's (main.c); a worker started by hand reads the data dir's */
     const char *sup_store = getenv("LEAKD_SUPERVISOR_STORE_ID");
-    if (ld_uuid_valid(sup_store)) {
+    if (lw__uuid_valid(sup_store)) {
         memcpy(store, sup_store, sizeof store);
     } else if (ld_blob_store_id(cfg->data_dir, store, err, sizeof err) != 0) {
         ld_error("%s", err);

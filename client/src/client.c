@@ -198,7 +198,7 @@ static int start_dump(void *user, const char *reason, int64_t dump_uptime_ms) {
         logf_(c, LW_LOG_INFO, "a dump is due, but this device is not in the upload sample (sample_rate): skipped");
         return -1;
     }
-    if (lwc_uuid7(c->report_id) != 0) return -1;
+    if (lw__uuid7(c->report_id) != 0) return -1;
     snprintf(c->reason, sizeof c->reason, "%s", reason);
     c->dump_uptime = dump_uptime_ms;
     char base[LWC_SPOOL_PATH_MAX];

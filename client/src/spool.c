@@ -117,19 +117,6 @@ static int fill_random(void *buf, size_t n) {
     return got == n ? 0 : -1;
 }
 
-int lwc_uuid_valid(const char *s) {
-    if (!s) return 0;
-    for (int i = 0; i < 36; i++) {
-        char c = s[i];
-        if (i == 8 || i == 13 || i == 18 || i == 23) {
-            if (c != '-') return 0;
-        } else if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'))) {
-            return 0;
-        }
-    }
-    return s[36] == 0;
-}
-
 static int write_all(int fd, const void *data, size_t len) {
     const char *p = data;
     while (len) {
@@ -457,7 +444,7 @@ static lw_sdk_status scan(lwc_spool *s, rep_info **list, size_t *n, char *err, s
     }
     struct dirent *e;
     while ((e = readdir(d)) != NULL) {
-        if (!lwc_uuid_valid(e->d_name)) continue; /* ".", "..", anything not ours */
+        if (!lw__uuid_valid(e->d_name)) continue; /* ".", "..", anything not ours */
         if (len == SCAN_MAX) {
             lwc_logf(&s->log, LW_LOG_WARN, "spool: more than %d entries in %s; the rest are ignored", SCAN_MAX, s->reports);
             break;
@@ -572,7 +559,7 @@ static lw_sdk_status load_install_id(lwc_spool *s, char *err, size_t cap) {
     path_fmt(path, sizeof path, "%s/install_id", s->dir);
     if (read_small(path, buf, sizeof buf, &len) == 0) {
         if (len && buf[len - 1] == '\n') buf[--len] = 0;
-        if (lwc_uuid_valid(buf)) {
+        if (lw__uuid_valid(buf)) {
             memcpy(s->install_id, buf, 37);
             return LW_SDK_OK;
         }
@@ -581,7 +568,7 @@ static lw_sdk_status load_install_id(lwc_spool *s, char *err, size_t cap) {
         lwc_logf(&s->log, LW_LOG_WARN, "spool: cannot read %s (%s); making a new install id", path, strerror(errno));
     }
     char id[37], line[38];
-    if (lwc_uuid4(id) != 0) {
+    if (lw__uuid4(id) != 0) {
         seterr(err, cap, "no random numbers for the install id");
         return LW_SDK_ERR_IO;
     }
@@ -742,7 +729,7 @@ lw_sdk_status lwc_spool_add(lwc_spool *s, const char *report_id, const char *met
         seterr(err, cap, "lwc_spool_add: a NULL argument");
         return LW_SDK_ERR_USAGE;
     }
-    if (!lwc_uuid_valid(report_id)) {
+    if (!lw__uuid_valid(report_id)) {
         seterr(err, cap, "report id \"%.40s\" is not a lower-case UUID", report_id);
         return LW_SDK_ERR_USAGE;
     }
@@ -917,7 +904,7 @@ static lw_sdk_status check_id(const lwc_spool *s, const char *id, const char *fn
         seterr(err, cap, "%s: a NULL argument", fn);
         return LW_SDK_ERR_USAGE;
     }
-    if (!lwc_uuid_valid(id)) {
+    if (!lw__uuid_valid(id)) {
         seterr(err, cap, "%s: \"%.40s\" is not a report id", fn, id);
         return LW_SDK_ERR_USAGE;
     }

@@ -123,9 +123,6 @@ lw_sdk_status lwc_spool_count(lwc_spool *s, unsigned *n, uint64_t *bytes, char *
  * lwc_spool_claim_dropped is the per-report form the uploader uses. 0 when it cannot be read. */
 uint64_t lwc_spool_take_dropped(lwc_spool *s);
 
-/* 1 when `s` is a lower-case UUID (8-4-4-4-12 hex). */
-int lwc_uuid_valid(const char *s);
-
 #ifdef __cplusplus
 }
 #endif

@@ -153,7 +153,7 @@ lw_sdk_status lwc_watcher_watch(lwc_watcher *w, lw_handle handle, const char *de
     if (!e->description) goto out;
     memcpy(e->description, description, len);
     e->description[len] = '\0';
-    if (lwc_uuid4(e->key) != 0) {
+    if (lw__uuid4(e->key) != 0) {
         lwc_logf(&w->log, LW_LOG_ERROR, "watcher: no random bytes for a key: %s", strerror(errno));
         rc = LW_SDK_ERR_IO;
         goto out;

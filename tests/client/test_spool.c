@@ -139,8 +139,8 @@ static void test_report_ids_are_time_ordered(void **state) {
     struct timespec t0, t1;
     clock_gettime(CLOCK_REALTIME, &t0);
     for (int i = 0; i < N; i++) {
-        assert_int_equal(lwc_uuid7(ids[i]), 0);
-        assert_true(lwc_uuid_valid(ids[i]));
+        assert_int_equal(lw__uuid7(ids[i]), 0);
+        assert_true(lw__uuid_valid(ids[i]));
         assert_int_equal(ids[i][14], '7');
         assert_non_null(strchr("89ab", ids[i][19]));
         if (i) assert_true(uuid7_ms(ids[i]) >= uuid7_ms(ids[i - 1]));
@@ -161,7 +161,7 @@ static void test_install_id_stable(void **state) {
     make_tmpdir(dir, sizeof dir);
     lwc_spool *s = open_ok(dir, 0, 0, NULL);
     lwc_spool_install_id(s, a);
-    assert_true(lwc_uuid_valid(a));
+    assert_true(lw__uuid_valid(a));
     assert_int_equal(a[14], '4');                       /* version 4 */
     assert_non_null(strchr("89ab", a[19]));             /* RFC 4122 variant */
     lwc_spool *s2 = open_ok(dir, 0, 0, NULL);           /* a second process/handle at the same time */
@@ -571,7 +571,7 @@ static void test_crash_safety(void **state) {
         unsigned seen = 0;
         while ((e = readdir(d)) != NULL) {
             if (e->d_name[0] == '.') continue;
-            if (!lwc_uuid_valid(e->d_name)) fail_msg("iteration %d: stray entry reports/%s", it, e->d_name);
+            if (!lw__uuid_valid(e->d_name)) fail_msg("iteration %d: stray entry reports/%s", it, e->d_name);
             if (verify_report_dir(dir, e->d_name, why, sizeof why) != 0) fail_msg("iteration %d: %s", it, why);
             seen++;
         }

@@ -1,5 +1,4 @@
 /* uuid.c — UUIDs from getrandom(2): version 4 (all random), version 7 (time-ordered). */
-#define _GNU_SOURCE
 #include "uuid.h"
 
 #include <errno.h>
@@ -26,7 +25,7 @@ static void format(const uint8_t b[16], char out[37]) {
              b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13], b[14], b[15]);
 }
 
-int lwc_uuid4(char out[37]) {
+int lw__uuid4(char out[37]) {
     uint8_t b[16];
     if (fill(b, sizeof b) != 0) return -1;
     b[6] = (uint8_t)((b[6] & 0x0f) | 0x40); /* version 4 */
@@ -35,7 +34,7 @@ int lwc_uuid4(char out[37]) {
     return 0;
 }
 
-int lwc_uuid7(char out[37]) {
+int lw__uuid7(char out[37]) {
     uint8_t b[16];
     if (fill(b, sizeof b) != 0) return -1;
     struct timespec ts;
@@ -46,4 +45,17 @@ int lwc_uuid7(char out[37]) {
     b[8] = (uint8_t)((b[8] & 0x3f) | 0x80);
     format(b, out);
     return 0;
+}
+
+int lw__uuid_valid(const char *s) {
+    if (!s) return 0;
+    for (int i = 0; i < 36; i++) {
+        char c = s[i];
+        if (i == 8 || i == 13 || i == 18 || i == 23) {
+            if (c != '-') return 0;
+        } else if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'))) {
+            return 0;
+        }
+    }
+    return s[36] == '\0';
 }
