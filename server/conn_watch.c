@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
@@ -107,6 +108,15 @@ static void sweep(ld_conn_watch *w, ld_conn_mark *head, long long now, swept *ou
     for (ld_conn_mark *m = head; m; m = m->next) {
         if (m->shut || atomic_load(&m->busy) || now - atomic_load(&m->since_ms) < w->timeout_ms) continue;
         if (atomic_load(&m->answered)) {
+            /* Its next request has come and waits unread, its event thread busy (a stall
+             * holds them all): a shutdown now would fail a request sent while the connection
+             * was open. It now owes that request's headers, with the whole timeout. */
+            int unread = 0;
+            if (ioctl(m->own, FIONREAD, &unread) == 0 && unread > 0) {
+                atomic_store(&m->since_ms, now);
+                atomic_store(&m->answered, 0);
+                continue;
+            }
             out->idle++; /* an idle keep-alive connection: routine, not worth an info line */
         } else {
             if (out->n == 0) peer_address(m->own, out->peer, sizeof out->peer); /* before: a shut one has none */

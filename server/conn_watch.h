@@ -8,6 +8,8 @@
  * its accept, or from the end of its previous request, to get a request's headers in; past
  * that it shuts the socket down, which libmicrohttpd sees as the client going away (and logs so:
  * the watch logs why, at info level, naming the first such peer, at most a line a second).
+ * An idle kept-alive connection whose next request already waits unread in its socket is not
+ * shut down: its clock starts again, as for that request's headers.
  *
  * It shuts down a dup of the socket taken at accept and closed only once libmicrohttpd says
  * the connection closed, so it can never reach a descriptor that libmicrohttpd closed and the
