@@ -961,7 +961,16 @@ static int run_fsync_probe(opts *o) {
  * (~43 us, under 0.1 % of a CPU at 100 ms); a line a second on stderr with that second's
  * median, and one with the machine's busy and stolen CPU % in that second (/proc/stat, read in
  * this process: run.sh's shell loop that did it started five processes a second, ~3.6 % of the
- * machine under the fixed-rate run's load). */
+ * machine under the fixed-rate run's load).
+ *
+ * Beside the loop, each tick, a chain of dependent loads through 8 MiB in a random order
+ * (mem_once): the loop needs no memory, and PostgreSQL and leakd need a lot of it. On this
+ * host the two drift apart: the fixed-rate runs that fell into spells of a fully busy machine
+ * had the chain 1.11-1.12 times as slow as beside their closed loops, against 0.86-1.07 in
+ * those that did not, while the loop read 0.98-1.06 in all (tests/bench/leakd/README.md,
+ * session 38): another machine on the host using its caches and memory, which the loop cannot
+ * see. The chain is slower under this machine's own load too, so compare runs at a like busy %,
+ * not one second with the next. */
 #define SPEED_ITERS 20000
 static double speed_once(void) {
     struct timespec a, b;
@@ -977,6 +986,46 @@ static double speed_once(void) {
     sink = x;
     (void)sink;
     return (double)(b.tv_sec - a.tv_sec) * 1e6 + (double)(b.tv_nsec - a.tv_nsec) / 1e3;
+}
+
+/* The memory chain: MEM_BYTES in 64-byte lines, each holding the index of the next, in one
+ * random cycle through all of them (so no prefetcher guesses the next), built once. */
+#define MEM_BYTES (8u << 20)
+#define MEM_LOADS 1000
+#define MEM_STRIDE (64 / sizeof(size_t))
+typedef struct {
+    size_t *next; /* next[line * MEM_STRIDE]: the line after it */
+    size_t at;
+} mem_chain;
+
+static void mem_chain_build(mem_chain *c) {
+    size_t lines = MEM_BYTES / 64;
+    size_t *order = malloc(lines * sizeof *order);
+    c->next = aligned_alloc(64, MEM_BYTES);
+    if (!order || !c->next) die("out of memory");
+    for (size_t i = 0; i < lines; i++) order[i] = i;
+    for (size_t i = lines - 1; i > 0; i--) {
+        size_t j = (size_t)(rnd() % (i + 1)), t = order[i];
+        order[i] = order[j];
+        order[j] = t;
+    }
+    for (size_t i = 0; i < lines; i++) c->next[order[i] * MEM_STRIDE] = order[(i + 1) % lines] * MEM_STRIDE;
+    c->at = 0;
+    free(order);
+}
+
+/* ns a load over MEM_LOADS dependent loads of the chain, in this thread's CPU time. */
+static double mem_once(mem_chain *c) {
+    struct timespec a, b;
+    size_t at = c->at;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &a);
+    for (int i = 0; i < MEM_LOADS; i++) at = c->next[at];
+    /* The chain's memory never escapes, so the compiler may move the loads past the clock
+     * (they measured 1 ns): the barrier keeps them between its two reads. */
+    __asm__ volatile("" : "+r"(at) : : "memory");
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &b);
+    c->at = at; /* the next tick goes on from here */
+    return ((double)(b.tv_sec - a.tv_sec) * 1e9 + (double)(b.tv_nsec - a.tv_nsec)) / MEM_LOADS;
 }
 
 /* The machine's CPU jiffies from /proc/stat: busy (user, nice, system, irq, softirq, steal),
@@ -1006,18 +1055,22 @@ static void cpu_second(int second, const cpu_ticks *a, const cpu_ticks *b) {
             100.0 * (double)(b->steal - a->steal) / (double)t);
 }
 
-/* "speed_probe: SECOND MEDIAN_US" for the samples of one second; none: nothing. */
-static void speed_second(int second, double *v, long n) {
+/* "speed_probe: SECOND LOOP_US MEM_NS": the medians of one second's samples; none: nothing. */
+static void speed_second(int second, double *v, double *m, long n) {
     if (n == 0) return;
     qsort(v, (size_t)n, sizeof *v, cmp_double);
-    fprintf(stderr, "speed_probe: %d %.1f\n", second, pct(v, n, 0.5));
+    qsort(m, (size_t)n, sizeof *m, cmp_double);
+    fprintf(stderr, "speed_probe: %d %.1f %.0f\n", second, pct(v, n, 0.5), pct(m, n, 0.5));
 }
 
 static int run_speed_probe(opts *o) {
     double secs = o->seconds > 0 ? o->seconds : 2, every = (o->every_ms > 0 ? o->every_ms : 100) / 1e3;
     long cap = (long)(secs / every) + 2, n = 0, in_sec = 0;
     double *us = malloc((size_t)cap * sizeof *us), *sec = malloc((size_t)cap * sizeof *sec);
-    if (!us || !sec) die("out of memory");
+    double *ns = malloc((size_t)cap * sizeof *ns), *msec = malloc((size_t)cap * sizeof *msec);
+    if (!us || !sec || !ns || !msec) die("out of memory");
+    mem_chain chain;
+    mem_chain_build(&chain);
     double t0 = now(), due = t0, t;
     int cur = 0;
     cpu_ticks ca, cb;
@@ -1026,7 +1079,7 @@ static int run_speed_probe(opts *o) {
         sleep_until(due);
         int s = (int)(now() - t0);
         if (s != cur) {
-            speed_second(cur, sec, in_sec);
+            speed_second(cur, sec, msec, in_sec);
             if (cpu_ok && (cpu_ok = read_cpu_ticks(&cb))) {
                 cpu_second(cur, &ca, &cb);
                 ca = cb;
@@ -1034,16 +1087,23 @@ static int run_speed_probe(opts *o) {
             in_sec = 0;
         }
         cur = s;
-        us[n++] = sec[in_sec++] = speed_once();
+        us[n] = sec[in_sec] = speed_once();
+        ns[n++] = msec[in_sec++] = mem_once(&chain);
         due = next_due(due, every, now());
     }
-    speed_second(cur, sec, in_sec);
+    speed_second(cur, sec, msec, in_sec);
     if (cpu_ok && read_cpu_ticks(&cb)) cpu_second(cur, &ca, &cb);
     qsort(us, (size_t)n, sizeof *us, cmp_double);
-    printf("mode=speed_probe samples=%ld seconds=%.3f every_ms=%.1f p10_us=%.1f p50_us=%.1f p90_us=%.1f max_us=%.1f\n", n,
-           t - t0, every * 1e3, pct(us, n, 0.1), pct(us, n, 0.5), pct(us, n, 0.9), n ? us[n - 1] : 0.0);
+    qsort(ns, (size_t)n, sizeof *ns, cmp_double);
+    printf("mode=speed_probe samples=%ld seconds=%.3f every_ms=%.1f p10_us=%.1f p50_us=%.1f p90_us=%.1f max_us=%.1f "
+           "mem_p10_ns=%.0f mem_p50_ns=%.0f mem_p90_ns=%.0f\n",
+           n, t - t0, every * 1e3, pct(us, n, 0.1), pct(us, n, 0.5), pct(us, n, 0.9), n ? us[n - 1] : 0.0, pct(ns, n, 0.1),
+           pct(ns, n, 0.5), pct(ns, n, 0.9));
     free(us);
     free(sec);
+    free(ns);
+    free(msec);
+    free(chain.next);
     return 0;
 }
 
