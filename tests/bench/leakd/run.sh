@@ -28,6 +28,9 @@
 #                 still counts from when it was due: the table says how many waited so
 #   SECONDS_A     seconds of each traces run (10)
 #   RATE_SECONDS  seconds of the fixed-rate run (60); a checkpoint starts half-way
+#   RATE_PCT      the fixed rate, in % of the closed loop's reports/s (80, the issue's). Any
+#                 other value is for finding the headroom the p99 needs on a host: its p99 row
+#                 is then judged neither OK nor OVER
 #   LEAKD_LOAD    the load generator (default BUILD_DIR/tests/bench/leakd_load)
 #   KEEP_LOG=FILE       a copy of leakd's log
 #   KEEP_TIMELINE=FILE  the fixed-rate run's latency per 1-s window (leakd_load --timeline), and
@@ -64,6 +67,9 @@ DB_POOL=${DB_POOL:-16}
 SECONDS_A=${SECONDS_A:-10}
 RATE_SECONDS=${RATE_SECONDS:-60}
 PREWARM_WAL_MB=${PREWARM_WAL_MB:-4096}
+RATE_PCT=${RATE_PCT:-80}
+[[ $RATE_PCT =~ ^[0-9]+$ ]] && (( RATE_PCT >= 1 && RATE_PCT <= 100 )) ||
+    { echo "run.sh: RATE_PCT must be a whole percentage, 1-100 (got '$RATE_PCT')" >&2; exit 2; }
 
 for b in "$LEAKD" "$LOAD"; do
     [[ -x $b ]] || { echo "run.sh: $b missing; build it: cmake --build $BUILD_DIR --target leakd leakd_load" >&2; exit 2; }
@@ -266,7 +272,7 @@ batch_mean() {
     awk '$1 == "leakd_traces_batches_total" { b = $2 } $1 == "leakd_traces_batched_reports_total" { r = $2 }
          END { if (b > 0) printf "%.1f", r / b; else print 0 }' <<<"$METRICS_TEXT"
 }
-RATE80=$(awk -v r="$(val "$TA" rate)" 'BEGIN { x = int(r * 0.8); print x < 1 ? 1 : x }')
+RATE_FIXED=$(awk -v r="$(val "$TA" rate)" -v p="$RATE_PCT" 'BEGIN { x = int(r * p / 100); print x < 1 ? 1 : x }')
 # The fixed-rate run starts from a checkpoint (which also writes out what the closed-loop runs
 # left dirty in the page cache), and half-way through it the next one starts: a server
 # checkpoints every 5 min (checkpoint_timeout), and the first change to each page after a
@@ -281,13 +287,13 @@ CKPT_AT=$(( RATE_S * 11 / 20 > 30 ? RATE_S * 11 / 20 : 30 ))
 # or more in its first second, in 14 runs of session 37, against none in the runs with it. A
 # server that has run at its load has done that long before. The checkpoint comes after it,
 # so the run still pays for the first change to each page.
-say "(a) traces, $OPEN_CONNS connections at $RATE80/s for $FIRST_S s first, not measured"
-load traces --server "$SERVER" --key "$KEY" --app bench --sigs "$SIGS" --conns "$OPEN_CONNS" --rate "$RATE80" \
+say "(a) traces, $OPEN_CONNS connections at $RATE_FIXED/s for $FIRST_S s first, not measured"
+load traces --server "$SERVER" --key "$KEY" --app bench --sigs "$SIGS" --conns "$OPEN_CONNS" --rate "$RATE_FIXED" \
     --seconds "$FIRST_S" >/dev/null
 "${PSQL[@]}" -d postgres -c CHECKPOINT -c "ALTER SYSTEM SET checkpoint_timeout = '${CKPT_AT}s'" \
     -c 'SELECT pg_reload_conf()' >/dev/null
 CKPTS0=$(grep -c 'checkpoint starting: time' "$PGDIR/server.log" || true)
-say "(a) traces, $SIGS signatures, fixed rate $RATE80/s (80 %) for ${RATE_S} s, open loop ($OPEN_CONNS connections), a checkpoint at ~${CKPT_AT} s"
+say "(a) traces, $SIGS signatures, fixed rate $RATE_FIXED/s ($RATE_PCT %) for ${RATE_S} s, open loop ($OPEN_CONNS connections), a checkpoint at ~${CKPT_AT} s"
 # The samplers start, and take their first look, before the run does (it waits for START,
 # one to two seconds away): a Python started during the run's first second, on a machine that
 # busy, delayed that second's requests (its p50 10-151 ms, against 5-9 ms without; session 34).
@@ -366,7 +372,7 @@ SPEED_PID=$!
 S0=$(steal_ticks)
 C0=$(cpu_snap)
 LOG0=$(wc -l <"$WORK/serve.log")
-TR=$(load traces --server "$SERVER" --key "$KEY" --app bench --sigs "$SIGS" --conns "$OPEN_CONNS" --rate "$RATE80" \
+TR=$(load traces --server "$SERVER" --key "$KEY" --app bench --sigs "$SIGS" --conns "$OPEN_CONNS" --rate "$RATE_FIXED" \
     --seconds "$RATE_S" --timeline 1 2>"$WORK/timeline")
 C1=$(cpu_snap)
 # leakd's own latency of the same requests, from its request log (from their headers to their
@@ -489,11 +495,17 @@ row "  CPU a report: the whole machine"         "${US_TA[2]}" "us" "" "" - ""
 row "  the same with $CONNS connections"       "$(val "$T16" rate)" "/s" "$BOUND" "$BOUNDV" - ""
 row "  its p99"                                 "$(val "$T16" p99_ms)" "ms" "" "" - ""
 row "  mean group-commit batch"                 "$(batch_mean)" "reports" "" "" - ""
-row "fixed rate: achieved / scheduled"          "$(val "$TR" rate)" "/s" "scheduled" "$RATE80" - ""
+row "fixed rate: achieved / scheduled"          "$(val "$TR" rate)" "/s" "scheduled" "$RATE_FIXED" - ""
+row "  the closed loop's rate it is"              "$RATE_PCT" "%" "" "" - ""
 row "  requests that waited for a free connection" "$(val "$TR" waited_for_conn)" "of $(val "$TR" requests)" "" "" - ""
 row "fixed rate p50"                            "$(val "$TR" p50_ms)" "ms" "" "" - ""
 row "fixed rate p90"                            "$(val "$TR" p90_ms)" "ms" "" "" - ""
-row "fixed rate p99"                            "$(val "$TR" p99_ms)" "ms" "" "" lt 50
+# The target is at 80 % of the closed loop; at another rate the p99 is a figure, not a verdict.
+if (( RATE_PCT == 80 )); then
+    row "fixed rate p99"                        "$(val "$TR" p99_ms)" "ms" "" "" lt 50
+else
+    row "fixed rate p99 (not at the target's 80 %)" "$(val "$TR" p99_ms)" "ms" "" "" - ""
+fi
 row "fixed rate max"                            "$(val "$TR" max_ms)" "ms" "" "" - ""
 row "  p99 of those sent when due"               "$(val "$TR" ontime_p99_ms)" "ms" "all requests" "$(val "$TR" p99_ms)" - ""
 row "  how late the generator sent them, p99"    "$(val "$TR" ontime_send_lag_p99_ms)" "ms" "" "" - ""
