@@ -965,12 +965,13 @@ static int run_fsync_probe(opts *o) {
  *
  * Beside the loop, each tick, a chain of dependent loads through 8 MiB in a random order
  * (mem_once): the loop needs no memory, and PostgreSQL and leakd need a lot of it. On this
- * host the two drift apart: the fixed-rate runs that fell into spells of a fully busy machine
- * had the chain 1.11-1.12 times as slow as beside their closed loops, against 0.86-1.07 in
- * those that did not, while the loop read 0.98-1.06 in all (tests/bench/leakd/README.md,
- * session 38): another machine on the host using its caches and memory, which the loop cannot
- * see. The chain is slower under this machine's own load too, so compare runs at a like busy %,
- * not one second with the next. */
+ * host the two drift apart: in session 38 the fixed-rate runs that fell into spells of a fully
+ * busy machine had the chain 1.11-1.12 times as slow as beside their closed loops, against
+ * 0.86-1.07 in those that did not, while the loop read 0.98-1.06 in all: another machine on the
+ * host using its caches and memory, which the loop cannot see. It hints, it does not decide:
+ * in session 39 four runs with the chain 1.09-1.10 times as slow met the p99 as well
+ * (tests/bench/leakd/README.md). The chain is slower under this machine's own load too, so
+ * compare runs at a like busy %, not one second with the next. */
 #define SPEED_ITERS 20000
 static double speed_once(void) {
     struct timespec a, b;
