@@ -53,6 +53,7 @@
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/sysmacros.h>
 #include <sys/uio.h>
 #include <time.h>
@@ -971,7 +972,14 @@ static int run_fsync_probe(opts *o) {
  * host using its caches and memory, which the loop cannot see. It hints, it does not decide:
  * in session 39 four runs with the chain 1.09-1.10 times as slow met the p99 as well
  * (tests/bench/leakd/README.md). The chain is slower under this machine's own load too, so
- * compare runs at a like busy %, not one second with the next. */
+ * compare runs at a like busy %, not one second with the next.
+ *
+ * And each tick, a system call (getppid, 50 of them, ns each in this thread's CPU time). On
+ * this paravirtual guest a system call goes through the host, and of seven light probes it was
+ * the one that followed the host best: with pgbench -S holding the machine 100 % busy for
+ * 10 minutes, its 5-s means against pgbench's transactions a second correlated -0.74 (the
+ * memory chain -0.51, the loop -0.17; session 41, tests/bench/leakd/README.md), rising
+ * 1.04 -> 1.16-1.18 us in the seconds the host gave 20 % fewer transactions for the same CPU. */
 #define SPEED_ITERS 20000
 static double speed_once(void) {
     struct timespec a, b;
@@ -987,6 +995,15 @@ static double speed_once(void) {
     sink = x;
     (void)sink;
     return (double)(b.tv_sec - a.tv_sec) * 1e6 + (double)(b.tv_nsec - a.tv_nsec) / 1e3;
+}
+
+#define SYS_CALLS 50
+static double sys_once(void) {
+    struct timespec a, b;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &a);
+    for (int i = 0; i < SYS_CALLS; i++) (void)syscall(SYS_getppid);
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &b);
+    return ((double)(b.tv_sec - a.tv_sec) * 1e9 + (double)(b.tv_nsec - a.tv_nsec)) / SYS_CALLS;
 }
 
 /* The memory chain: MEM_BYTES in 64-byte lines, each holding the index of the next, in one
@@ -1056,12 +1073,14 @@ static void cpu_second(int second, const cpu_ticks *a, const cpu_ticks *b) {
             100.0 * (double)(b->steal - a->steal) / (double)t);
 }
 
-/* "speed_probe: SECOND LOOP_US MEM_NS": the medians of one second's samples; none: nothing. */
-static void speed_second(int second, double *v, double *m, long n) {
+/* "speed_probe: SECOND LOOP_US MEM_NS SYS_NS": the medians of one second's samples; none:
+ * nothing. */
+static void speed_second(int second, double *v, double *m, double *y, long n) {
     if (n == 0) return;
     qsort(v, (size_t)n, sizeof *v, cmp_double);
     qsort(m, (size_t)n, sizeof *m, cmp_double);
-    fprintf(stderr, "speed_probe: %d %.1f %.0f\n", second, pct(v, n, 0.5), pct(m, n, 0.5));
+    qsort(y, (size_t)n, sizeof *y, cmp_double);
+    fprintf(stderr, "speed_probe: %d %.1f %.0f %.0f\n", second, pct(v, n, 0.5), pct(m, n, 0.5), pct(y, n, 0.5));
 }
 
 static int run_speed_probe(opts *o) {
@@ -1069,7 +1088,8 @@ static int run_speed_probe(opts *o) {
     long cap = (long)(secs / every) + 2, n = 0, in_sec = 0;
     double *us = malloc((size_t)cap * sizeof *us), *sec = malloc((size_t)cap * sizeof *sec);
     double *ns = malloc((size_t)cap * sizeof *ns), *msec = malloc((size_t)cap * sizeof *msec);
-    if (!us || !sec || !ns || !msec) die("out of memory");
+    double *ys = malloc((size_t)cap * sizeof *ys), *ysec = malloc((size_t)cap * sizeof *ysec);
+    if (!us || !sec || !ns || !msec || !ys || !ysec) die("out of memory");
     mem_chain chain;
     mem_chain_build(&chain);
     double t0 = now(), due = t0, t;
@@ -1080,7 +1100,7 @@ static int run_speed_probe(opts *o) {
         sleep_until(due);
         int s = (int)(now() - t0);
         if (s != cur) {
-            speed_second(cur, sec, msec, in_sec);
+            speed_second(cur, sec, msec, ysec, in_sec);
             if (cpu_ok && (cpu_ok = read_cpu_ticks(&cb))) {
                 cpu_second(cur, &ca, &cb);
                 ca = cb;
@@ -1089,18 +1109,22 @@ static int run_speed_probe(opts *o) {
         }
         cur = s;
         us[n] = sec[in_sec] = speed_once();
+        ys[n] = ysec[in_sec] = sys_once();
         ns[n++] = msec[in_sec++] = mem_once(&chain);
         due = next_due(due, every, now());
     }
-    speed_second(cur, sec, msec, in_sec);
+    speed_second(cur, sec, msec, ysec, in_sec);
     if (cpu_ok && read_cpu_ticks(&cb)) cpu_second(cur, &ca, &cb);
     qsort(us, (size_t)n, sizeof *us, cmp_double);
     qsort(ns, (size_t)n, sizeof *ns, cmp_double);
+    qsort(ys, (size_t)n, sizeof *ys, cmp_double);
     printf("mode=speed_probe samples=%ld seconds=%.3f every_ms=%.1f p10_us=%.1f p50_us=%.1f p90_us=%.1f max_us=%.1f "
-           "mem_p10_ns=%.0f mem_p50_ns=%.0f mem_p90_ns=%.0f\n",
+           "mem_p10_ns=%.0f mem_p50_ns=%.0f mem_p90_ns=%.0f sys_p10_ns=%.0f sys_p50_ns=%.0f sys_p90_ns=%.0f\n",
            n, t - t0, every * 1e3, pct(us, n, 0.1), pct(us, n, 0.5), pct(us, n, 0.9), n ? us[n - 1] : 0.0, pct(ns, n, 0.1),
-           pct(ns, n, 0.5), pct(ns, n, 0.9));
+           pct(ns, n, 0.5), pct(ns, n, 0.9), pct(ys, n, 0.1), pct(ys, n, 0.5), pct(ys, n, 0.9));
     free(us);
+    free(ys);
+    free(ysec);
     free(sec);
     free(ns);
     free(msec);

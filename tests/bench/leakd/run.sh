@@ -36,7 +36,8 @@
 #   KEEP_TIMELINE=FILE  the fixed-rate run's latency per 1-s window (leakd_load --timeline), and
 #                       in FILE.cpu the machine's busy and stolen CPU % each second, in
 #                       FILE.speed the host's speed (leakd_load speed's medians each second:
-#                       the fixed loop in us, the chain of loads through memory in ns)
+#                       the fixed loop in us, the chain of loads through memory in ns, a
+#                       system call in ns)
 #   KEEP_PGLOG=FILE     a copy of PostgreSQL's log (checkpoints and autovacuums, with times)
 #   KEEP_PGSTATS=FILE   PostgreSQL's counters each second of the fixed-rate run (a line a
 #                       second: leak_groups' updates, HOT updates, dead rows and size, buffers
@@ -396,14 +397,15 @@ grep -v '^timeline: ' "$WORK/timeline" >&2 || true
 WINDOWS=$(grep -c '^timeline: *[0-9]' "$WORK/timeline" || true)
 # The slow windows (a request at 50 ms or more) are counted, and listed on stderr with the
 # probe's slow fdatasyncs, to tell a stall of the server from one of the disk.
-SLOW=$(awk 'FILENAME ~ /speed_seconds$/ { if ($1 == "speed_probe:") { loop[$2] = $3; if ($4 != "") mem[$2] = $4 }
+SLOW=$(awk 'FILENAME ~ /speed_seconds$/ { if ($1 == "speed_probe:") { loop[$2] = $3; if ($4 != "") mem[$2] = $4; if ($5 != "") sys[$2] = $5 }
                                          if ($1 == "cpu_probe:") { busy[$2] = $3; stolen[$2] = $4 }; next }
             $1 == "timeline:" && $2 ~ /^[0-9]/ && $6 + 0 >= 50 { n++; w = int($2)
                 # (a LEAKD_LOAD from before session 35 prints no count)
                 s = s sprintf(" %d s (p99 %.0f ms%s%s%s%s)", w, $5, $7 != "" ? sprintf(", %d at >= 50 ms", $7) : "",
                               w in busy ? sprintf(", CPU %d %% busy, %d %% stolen", busy[w], stolen[w]) : "",
                               w in loop ? sprintf(", loop %.0f us", loop[w]) : "",
-                              w in mem ? sprintf(", memory %.0f ns", mem[w]) : "") }
+                              w in mem ? sprintf(", memory %.0f ns", mem[w]) : "",
+                              w in sys ? sprintf(", system call %.0f ns", sys[w]) : "") }
             END { if (s != "") print "fixed rate: 1-s windows with a request >= 50 ms, from:" s > "/dev/stderr"
                   print n + 0 }' "$WORK/speed_seconds" "$WORK/timeline")
 grep '^fsync_probe:' "$WORK/probe" >&2 || true
@@ -519,6 +521,7 @@ row "  machine CPU busy during it"              "$BUSY_TR" "%" "closed loop" "$B
 row "  CPU stolen by the hypervisor meanwhile"  "$STEAL_TR" "%" "closed loop" "$STEAL_TA" - ""
 row "  the host's speed: a fixed loop, median"   "$(val "$SPEED_TR" p50_us)" "us" "closed loop" "$(val "$SPEED_TA" p50_us)" - ""
 row "  the host's memory: a load, median"        "$(val "$SPEED_TR" mem_p50_ns)" "ns" "closed loop" "$(val "$SPEED_TA" mem_p50_ns)" - ""
+row "  the host's system calls: one, median"     "$(val "$SPEED_TR" sys_p50_ns)" "ns" "closed loop" "$(val "$SPEED_TA" sys_p50_ns)" - ""
 row "  CPU a report: leakd"                     "${US_TR[0]}" "us" "closed loop" "${US_TA[0]}" - ""
 row "  CPU a report: PostgreSQL"                "${US_TR[1]}" "us" "closed loop" "${US_TA[1]}" - ""
 row "  CPU a report: the generator"             "$(gen_us "$TR")" "us" "closed loop" "$(gen_us "$TA")" - ""
