@@ -65,7 +65,7 @@ echo "== $(date -u +%T) pgbench -S, 2 clients, for $S s, with leakd_load speed a
 python3 - "$S" >"$WORK/procs" <<'PY' &
 import os, sys, time
 T, hz = float(sys.argv[1]), os.sysconf('SC_CLK_TCK')
-def snap():
+def snap():  # {pid: (group, CPU ticks)}
     g = {}
     for p in os.listdir('/proc'):
         if not p.isdigit(): continue
@@ -73,14 +73,16 @@ def snap():
         except OSError: continue
         comm = s[s.index('(') + 1:s.rindex(')')]
         f = s[s.rindex(')') + 2:].split()
-        k = 'postgres' if comm.startswith('postgres') else 'pgbench' if comm == 'pgbench' else 'other'
-        g[k] = g.get(k, 0) + int(f[11]) + int(f[12])
+        g[p] = ('postgres' if comm.startswith('postgres') else 'pgbench' if comm == 'pgbench' else 'other',
+                int(f[11]) + int(f[12]))
     return g
 t0, prev, sec = time.time(), snap(), 0
 while time.time() - t0 < T:
     time.sleep(1 - ((time.time() - t0) % 1))
-    g = snap()
-    print(sec, *((g.get(k, 0) - prev.get(k, 0)) * 1000 // hz for k in ('postgres', 'pgbench', 'other')), flush=True)
+    g, d = snap(), {}
+    for p, (k, t) in g.items():  # a process gone since the last look loses its last second
+        d[k] = d.get(k, 0) + t - (prev[p][1] if p in prev else 0)
+    print(sec, *(d.get(k, 0) * 1000 // hz for k in ('postgres', 'pgbench', 'other')), flush=True)
     prev, sec = g, sec + 1
 PY
 "$PG_BINDIR/pgbench" -S -c 2 -j 2 -T "$S" -P 1 "$URL" >"$WORK/pgbench.log" 2>"$WORK/pgbench.sec" ||

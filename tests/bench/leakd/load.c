@@ -974,12 +974,13 @@ static int run_fsync_probe(opts *o) {
  * (tests/bench/leakd/README.md). The chain is slower under this machine's own load too, so
  * compare runs at a like busy %, not one second with the next.
  *
- * And each tick, a system call (getppid, 50 of them, ns each in this thread's CPU time). On
- * this paravirtual guest a system call goes through the host, and of seven light probes it was
- * the one that followed the host best: with pgbench -S holding the machine 100 % busy for
- * 10 minutes, its 5-s means against pgbench's transactions a second correlated -0.74 (the
- * memory chain -0.51, the loop -0.17; session 41, tests/bench/leakd/README.md), rising
- * 1.04 -> 1.16-1.18 us in the seconds the host gave 20 % fewer transactions for the same CPU. */
+ * And each tick, a system call (getppid, 50 of them, ns each in this thread's CPU time): on
+ * this paravirtual guest a system call goes through the host. Beside pgbench -S holding the
+ * machine 100 % busy for 10 minutes (capacity.sh), its 5-s means correlated -0.74 with
+ * pgbench's transactions a second in one run and -0.19 in another; the memory chain's -0.51 to
+ * -0.68 in three, the loop's -0.10 to -0.24 (session 41, tests/bench/leakd/README.md). None
+ * follows the host closely: they hint at a slow second, and the CPU a report in run.sh's
+ * table tells more. */
 #define SPEED_ITERS 20000
 static double speed_once(void) {
     struct timespec a, b;
