@@ -401,7 +401,7 @@ SLOW=$(awk 'FILENAME ~ /speed_seconds$/ { if ($1 == "speed_probe:") { loop[$2] =
                                          if ($1 == "cpu_probe:") { busy[$2] = $3; stolen[$2] = $4 }; next }
             $1 == "timeline:" && $2 ~ /^[0-9]/ && $6 + 0 >= 50 { n++; w = int($2)
                 # (a LEAKD_LOAD from before session 35 prints no count)
-                s = s sprintf(" %d s (p99 %.0f ms%s%s%s%s)", w, $5, $7 != "" ? sprintf(", %d at >= 50 ms", $7) : "",
+                s = s sprintf(" %d s (p99 %.0f ms%s%s%s%s%s)", w, $5, $7 != "" ? sprintf(", %d at >= 50 ms", $7) : "",
                               w in busy ? sprintf(", CPU %d %% busy, %d %% stolen", busy[w], stolen[w]) : "",
                               w in loop ? sprintf(", loop %.0f us", loop[w]) : "",
                               w in mem ? sprintf(", memory %.0f ns", mem[w]) : "",
