@@ -5,7 +5,7 @@
 # run.sh sets its fixed rate at 80 % of a closed loop measured just before it, so the p99 holds
 # only while the machine can still do what it did in that closed loop. This script measures how
 # often it cannot: pgbench -S (select-only; 2 clients, 2 threads) holds a throwaway PostgreSQL
-# cluster and the two CPUs 100 % busy for SECONDS, its transactions counted each second, with
+# cluster and the two CPUs 100 % busy for SECONDS_RUN seconds, its transactions counted each second, with
 # `leakd_load speed` beside it (the host probes run.sh uses) and the CPU time of PostgreSQL,
 # pgbench and everything else sampled each second (so a drop that is another process of this
 # machine shows as such). pgbench -S is CPU work of the kind leakd and PostgreSQL do (system
@@ -14,15 +14,17 @@
 #
 # Then, as run.sh's timing lays them out (a REF-s closed loop, GAP s, a RUN-s fixed-rate run),
 # for every start second: the lowest W-s mean in the run window against the reference window's
-# mean. The share of starts where it falls under 0.85 and 0.80 is the share of run.sh's runs
-# that would meet a host slower than its closed loop assumed, for a few seconds or more.
+# mean. The share of starts where it falls under 0.95 ... 0.70 is the share of run.sh's runs
+# that would meet a host that much slower than its closed loop assumed, for W s or more.
 # Also: the correlation of each probe's 5-s means with pgbench's (a probe that follows the
 # host is negative: slower when the host gives less).
 #
-# Environment: SECONDS_RUN (600), REF (20), GAP (5), RUN (60), W (3); PG_BINDIR;
+# Environment: SECONDS_RUN (600), REF (20), GAP (5), RUN (60), W (3); PG_BINDIR; LEAKD_LOAD
+#   (default BUILD_DIR/tests/bench/leakd_load);
 #   KEEP=DIR  keeps the raw series (pgbench.sec, speed.sec, procs) in DIR
 # Exit status 0, 2 on a set-up error, 77 without PostgreSQL (as run.sh's smoke run).
 set -euo pipefail
+if [[ ${1:-} == -h || ${1:-} == --help ]]; then sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0; fi
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 root=$(cd "$here/../../.." && pwd)
