@@ -981,30 +981,34 @@ static int run_fsync_probe(opts *o) {
  * -0.68 in three, the loop's -0.10 to -0.24 (session 41, tests/bench/leakd/README.md). None
  * follows the host closely: they hint at a slow second, and the CPU a report in run.sh's
  * table tells more. */
+/* This thread's CPU time in ns: what each probe is timed in. */
+static double thread_cpu_ns(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+    return (double)t.tv_sec * 1e9 + (double)t.tv_nsec;
+}
+
 #define SPEED_ITERS 20000
 static double speed_once(void) {
-    struct timespec a, b;
     volatile uint64_t sink;
     uint64_t x = 88172645463325252ull;
-    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &a);
+    double a = thread_cpu_ns();
     for (int i = 0; i < SPEED_ITERS; i++) {
         x ^= x << 13;
         x ^= x >> 7;
         x ^= x << 17;
     }
-    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &b);
+    double b = thread_cpu_ns();
     sink = x;
     (void)sink;
-    return (double)(b.tv_sec - a.tv_sec) * 1e6 + (double)(b.tv_nsec - a.tv_nsec) / 1e3;
+    return (b - a) / 1e3;
 }
 
 #define SYS_CALLS 50
 static double sys_once(void) {
-    struct timespec a, b;
-    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &a);
+    double a = thread_cpu_ns();
     for (int i = 0; i < SYS_CALLS; i++) (void)syscall(SYS_getppid);
-    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &b);
-    return ((double)(b.tv_sec - a.tv_sec) * 1e9 + (double)(b.tv_nsec - a.tv_nsec)) / SYS_CALLS;
+    return (thread_cpu_ns() - a) / SYS_CALLS;
 }
 
 /* The memory chain: MEM_BYTES in 64-byte lines, each holding the index of the next, in one
@@ -1035,16 +1039,15 @@ static void mem_chain_build(mem_chain *c) {
 
 /* ns a load over MEM_LOADS dependent loads of the chain, in this thread's CPU time. */
 static double mem_once(mem_chain *c) {
-    struct timespec a, b;
     size_t at = c->at;
-    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &a);
+    double a = thread_cpu_ns();
     for (int i = 0; i < MEM_LOADS; i++) at = c->next[at];
     /* The chain's memory never escapes, so the compiler may move the loads past the clock
      * (they measured 1 ns): the barrier keeps them between its two reads. */
     __asm__ volatile("" : "+r"(at) : : "memory");
-    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &b);
+    double b = thread_cpu_ns();
     c->at = at; /* the next tick goes on from here */
-    return ((double)(b.tv_sec - a.tv_sec) * 1e9 + (double)(b.tv_nsec - a.tv_nsec)) / MEM_LOADS;
+    return (b - a) / MEM_LOADS;
 }
 
 /* The machine's CPU jiffies from /proc/stat: busy (user, nice, system, irq, softirq, steal),
